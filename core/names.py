@@ -1,0 +1,98 @@
+"""Names: import aliases to qualified names, and dotted expressions to text.
+
+`import torch.nn as nn` makes `nn.Linear` resolve to `torch.nn.Linear`;
+`from torch.optim import AdamW as A` makes `A` resolve to `torch.optim.AdamW`.
+Nothing is imported: this is pure bookkeeping over the syntax tree.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+
+def dotted(node: ast.AST | None) -> str | None:
+    """`a.b.c` for a chain of Name/Attribute nodes, `None` for anything else."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
+        parts.append("super()")
+        return ".".join(reversed(parts))
+    return None
+
+
+class ImportMap:
+    """Local alias -> qualified name, for one module (imports at any depth count)."""
+
+    def __init__(self, aliases: dict[str, str] | None = None) -> None:
+        self.aliases: dict[str, str] = dict(aliases or {})
+
+    @classmethod
+    def from_tree(cls, tree: ast.AST, module_name: str = "") -> ImportMap:
+        imports = cls()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imports.add_import(node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level and module_name:
+                    package = module_name.rsplit(".", node.level)[0]
+                    base = f"{package}.{base}" if base else package
+                imports.add_from(base, node.names)
+        return imports
+
+    def add_import(self, names: Iterable[ast.alias]) -> None:
+        for alias in names:
+            if alias.asname:
+                self.aliases[alias.asname] = alias.name
+            else:
+                top = alias.name.split(".")[0]
+                self.aliases.setdefault(top, top)
+
+    def add_from(self, module: str, names: Iterable[ast.alias]) -> None:
+        for alias in names:
+            if alias.name == "*":
+                continue
+            self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+
+    def resolve(self, name: str | None) -> str | None:
+        """Qualify a dotted name through the import aliases (unknown heads stay as they are)."""
+        if not name:
+            return name
+        head, _, rest = name.partition(".")
+        target = self.aliases.get(head)
+        if target is None:
+            return name
+        return f"{target}.{rest}" if rest else target
+
+    def is_imported(self, name: str) -> bool:
+        return name.partition(".")[0] in self.aliases
+
+    def alias_for(self, qualified: str) -> str | None:
+        """The shortest local spelling of a qualified name, if the imports allow one."""
+        best: str | None = None
+        for local, target in self.aliases.items():
+            if qualified == target:
+                candidate = local
+            elif qualified.startswith(target + "."):
+                candidate = local + qualified[len(target) :]
+            else:
+                continue
+            if best is None or len(candidate) < len(best):
+                best = candidate
+        return best
+
+
+def matches(qualified: str | None, *candidates: str) -> bool:
+    """True when `qualified` is one of `candidates` (exact qualified names)."""
+    return qualified is not None and qualified in candidates
+
+
+def tail(name: str | None) -> str:
+    """The last component of a dotted name."""
+    return name.rsplit(".", 1)[-1] if name else ""

@@ -1,0 +1,197 @@
+"""The training-step model: what one iteration of each loop does.
+
+For every loop, `iteration(loop)` lists the events of one pass through its body in
+source order, with the events of functions it calls (in the same file) inlined at the
+call site. Each event keeps the `if` guards and `with` contexts that surround it, and
+says whether it sits in a loop nested inside the viewed one (`inner`). From that the
+model finds:
+
+- training loops: the innermost loops whose iteration runs an optimizer `step()`
+  directly (not only inside a nested loop) and a `backward()` (anywhere in it);
+- evaluation loops: loops that run a model forward with neither;
+
+and answers the questions rules ask of them (which optimizers step, whether gradients
+are cleared, which calls are opaque).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from torch_preflight.core.names import tail
+from torch_preflight.core.semantic import Event, EventKind, Kind, Loop, ModuleModel
+
+MAX_INLINE_DEPTH = 4
+_LIBRARY_HEADS = frozenset(
+    {"torch", "torchvision", "numpy", "np", "math", "random", "os", "sys", "time", "logging", "json", "print", "len", "range",
+     "enumerate", "zip", "min", "max", "sum", "float", "int", "str", "list", "dict", "tuple", "set", "isinstance", "getattr",
+     "setattr", "hasattr", "open", "iter", "next", "sorted", "reversed", "round", "abs", "any", "all", "map", "filter", "tqdm",
+     "wandb", "tensorboard", "writer", "logger", "log", "pbar", "progress", "shutil", "pathlib", "pickle", "copy", "super()"}
+)
+_TRAINING_WORDS = re.compile(r"backward|step|train|update|optimi[sz]|fit|learn|zero_grad", re.I)
+
+
+@dataclass(frozen=True)
+class TrainingLoop:
+    loop: Loop
+    events: tuple[Event, ...]
+    steps: tuple[Event, ...]  # optimizer steps run directly by this loop's iteration
+    backwards: tuple[Event, ...]
+
+    @cached_property
+    def clears(self) -> tuple[Event, ...]:
+        return tuple(e for e in self.events if e.kind is EventKind.ZERO_GRAD)
+
+
+class TrainingModel:
+    """Per-module queries over loops and their iterations; results are memoised."""
+
+    def __init__(self, model: ModuleModel) -> None:
+        self.model = model
+        self._expanded: dict[str, tuple[Event, ...]] = {}
+        self._iterations: dict[int, tuple[Event, ...]] = {}
+
+    # --- expansion ----------------------------------------------------------------------
+
+    def expanded(self, qualname: str, _stack: tuple[str, ...] = ()) -> tuple[Event, ...]:
+        """A function's events with same-file callees inlined after each call."""
+        if not _stack and qualname in self._expanded:
+            return self._expanded[qualname]
+        fn = self.model.functions.get(qualname)
+        if fn is None:
+            return ()
+        out: list[Event] = []
+        for event in fn.events:
+            out.append(event)
+            if event.kind not in (EventKind.CALL, EventKind.STEP) or len(_stack) >= MAX_INLINE_DEPTH:
+                continue
+            for target in self.model.call_targets(event):
+                if target == qualname or target in _stack:
+                    continue
+                for inner in self.expanded(target, (*_stack, qualname)):
+                    out.append(
+                        replace(
+                            inner,
+                            guards=event.guards + inner.guards,
+                            contexts=event.contexts + inner.contexts,
+                            loops=event.loops + inner.loops,
+                            via=(target, *inner.via),
+                        )
+                    )
+        result = tuple(out)
+        if not _stack:
+            self._expanded[qualname] = result
+        return result
+
+    def iteration(self, loop: Loop) -> tuple[Event, ...]:
+        """The events of one pass through `loop`'s body, callees inlined."""
+        cached = self._iterations.get(loop.id)
+        if cached is not None:
+            return cached
+        events: list[Event] = []
+        for event in self.expanded(loop.function):
+            if loop.id in event.loops:
+                depth = event.loops.index(loop.id)
+                events.append(replace(event, inner=depth < len(event.loops) - 1))
+        result = tuple(events)
+        self._iterations[loop.id] = result
+        return result
+
+    # --- classification -----------------------------------------------------------------
+
+    def optimizer_of(self, event: Event) -> str | None:
+        """The optimizer an event steps, or None when it is not an optimizer step."""
+        if event.kind is not EventKind.STEP or not event.receiver:
+            return None
+        receiver_kind = self.model.kind_of(event.receiver, event.function)
+        if receiver_kind is Kind.SCALER:
+            return event.args[0].base if event.args and event.args[0].base else None
+        if receiver_kind is Kind.OPTIMIZER:
+            return event.receiver
+        return None
+
+    def is_scheduler_step(self, event: Event) -> bool:
+        return (
+            event.kind is EventKind.STEP
+            and event.receiver is not None
+            and self.model.kind_of(event.receiver, event.function) is Kind.SCHEDULER
+        )
+
+    def is_forward(self, event: Event) -> bool:
+        """A call of a model (an nn.Module instance), e.g. `model(x)`."""
+        if event.kind is not EventKind.CALL or not event.name or event.receiver:
+            return False
+        if self.model.is_module_class(event.name):
+            return False  # constructing, not running
+        return self.model.kind_of(event.name, event.function) is Kind.MODEL
+
+    def is_opaque(self, event: Event) -> bool:
+        """A call into code this file cannot see (not torch, not a builtin, not local)."""
+        if event.kind is not EventKind.CALL or not event.name:
+            return False
+        if self.model.call_targets(event):
+            return False
+        head = event.name.partition(".")[0]
+        return head not in _LIBRARY_HEADS and not event.name.startswith("torch.")
+
+    def opaque_training_call(self, events: tuple[Event, ...]) -> Event | None:
+        """An opaque call that might clear gradients or step: it is named like training code
+        or receives an optimizer."""
+        for event in events:
+            if not self.is_opaque(event):
+                continue
+            if _TRAINING_WORDS.search(tail(event.name)):
+                return event
+            for arg in (*event.args, *(v for _, v in event.keywords)):
+                if arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER:
+                    return event
+        return None
+
+    # --- loops --------------------------------------------------------------------------
+
+    @cached_property
+    def training_loops(self) -> tuple[TrainingLoop, ...]:
+        found: list[TrainingLoop] = []
+        for loop in self.model.loops.values():
+            events = self.iteration(loop)
+            steps = tuple(e for e in events if not e.inner and self.optimizer_of(e))
+            if not steps:
+                continue
+            backwards = tuple(e for e in events if e.kind is EventKind.BACKWARD)
+            if not backwards:
+                continue
+            found.append(TrainingLoop(loop, events, steps, backwards))
+        return tuple(found)
+
+    def is_training_loop(self, loop: Loop) -> bool:
+        return any(t.loop.id == loop.id for t in self.training_loops)
+
+    def grad_enabled_at(self, loop: Loop) -> bool:
+        """False when the loop runs under no_grad: a context, a decorator or every caller."""
+        if any(c.disables_grad for c in loop.contexts):
+            return False
+        if self.model.covered_by_no_grad(loop.function):
+            return False
+        fn = self.model.functions.get(loop.function)
+        while fn is not None and fn.parent:
+            parent = self.model.functions.get(fn.parent)
+            if parent is None:
+                break
+            if parent.disables_grad:
+                return False
+            fn = parent
+        return not self._grad_disabled_globally(loop)
+
+    def _grad_disabled_globally(self, loop: Loop) -> bool:
+        """`torch.set_grad_enabled(False)` called before the loop in its function."""
+        fn = self.model.functions.get(loop.function)
+        if fn is None:
+            return False
+        for event in fn.events:
+            if event.span.start >= loop.span.start:
+                break
+            if event.name == "torch.set_grad_enabled" and event.args[:1] and event.args[0].text == "False":
+                return True
+        return False

@@ -1,0 +1,92 @@
+"""The rule framework: metadata, the context a rule checks, and helpers to report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+from types import ModuleType
+
+from torch_preflight.core.config import Config
+from torch_preflight.core.diagnostics import Diagnostic, Fix, Related, Severity
+from torch_preflight.core.semantic import ModuleModel
+from torch_preflight.core.source import SourceText, Span
+from torch_preflight.core.training import TrainingModel
+
+DOCS_URL = "https://github.com/torch-preflight/torch-preflight/blob/main/docs/rules/{code}.md"
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+
+
+class Status(str, Enum):
+    STABLE = "stable"
+    PREVIEW = "preview"
+
+
+@dataclass(frozen=True)
+class RuleMeta:
+    code: str
+    name: str  # named after the pitfall, e.g. eval-loop-without-no-grad
+    message: str  # one-line summary used in listings
+    fix_title: str | None
+    severity: Severity
+    status: Status = Status.STABLE
+    default_enabled: bool = True
+
+    @property
+    def url(self) -> str:
+        return DOCS_URL.format(code=self.code)
+
+
+@dataclass
+class Context:
+    """What a rule sees: the module model, the training-step model and the config."""
+
+    model: ModuleModel
+    config: Config
+
+    @cached_property
+    def training(self) -> TrainingModel:
+        return TrainingModel(self.model)
+
+    @property
+    def source(self) -> SourceText:
+        return self.model.source
+
+
+Check = Callable[[Context], Iterable[Diagnostic]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    meta: RuleMeta
+    check: Check
+    doc: str
+
+    @classmethod
+    def from_module(cls, module: ModuleType) -> Rule:
+        return cls(module.META, module.check, module.__doc__ or "")
+
+    @property
+    def code(self) -> str:
+        return self.meta.code
+
+
+def report(
+    meta: RuleMeta,
+    span: Span,
+    message: str,
+    fix: Fix | None = None,
+    related: Iterable[Related] = (),
+    data: dict[str, str] | None = None,
+) -> Diagnostic:
+    return Diagnostic(
+        code=meta.code,
+        name=meta.name,
+        message=message,
+        span=span,
+        severity=meta.severity,
+        fix=fix,
+        related=tuple(related),
+        data=tuple(sorted((data or {}).items())),
+    )

@@ -1,0 +1,121 @@
+"""## What it does
+Flags a loop that runs a model forward, with no `backward()` and no optimizer step in
+its iteration, outside `torch.no_grad()` / `torch.inference_mode()`.
+
+## Why is this bad?
+Outside `no_grad`, every forward pass records an autograd graph and keeps the
+activations it needs for a backward pass that never comes. Evaluation then uses several
+times the memory it needs (often enough to OOM on a batch size that trains fine) and
+runs slower. Anything the loop keeps, such as the predictions, keeps its graph too.
+
+The loop counts as covered when it sits inside `with torch.no_grad():` or
+`torch.inference_mode()`, when its function is decorated with `@torch.no_grad()` or
+`@torch.inference_mode()` (or is nested in one that is), when every call of its function
+in the file runs under `no_grad`, and after `torch.set_grad_enabled(False)`. Loops whose
+function back-propagates later (outputs collected for one backward), gradient-based
+attacks (`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code
+are left alone.
+
+## Example
+```python
+model.eval()
+for x, y in val_loader:
+    correct += (model(x).argmax(1) == y).sum().item()
+```
+
+## Use instead
+```python
+model.eval()
+with torch.no_grad():
+    for x, y in val_loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+```
+
+## Fix safety
+The fix wraps the loop in `with torch.no_grad():` and indents it, leaving the lines of
+multi-line strings untouched. It is safe: the loop computes no gradients.
+
+## References
+- [torch.no_grad](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
+- [torch.inference_mode](https://pytorch.org/docs/stable/generated/torch.inference_mode.html)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
+from torch_preflight.core.edits import indent_unit, wrap_block
+from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.rules.base import Context, RuleMeta, report
+
+META = RuleMeta(
+    code="TPF007",
+    name="eval-loop-without-no-grad",
+    message="Evaluation loop runs without torch.no_grad()",
+    fix_title="Wrap the loop in `with torch.no_grad():`",
+    severity=Severity.WARNING,
+)
+
+_GRAD_USERS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
+
+
+def check(ctx: Context) -> Iterator[Diagnostic]:
+    training = ctx.training
+    for loop in ctx.model.loops.values():
+        events = training.iteration(loop)
+        forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
+        if not forwards or all(e.inner for e in forwards) or not _is_eval(ctx, loop, events):
+            continue
+        if not training.grad_enabled_at(loop):
+            continue
+        yield report(
+            META,
+            loop.header,
+            f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
+            _fix(ctx, loop),
+            related=[Related(forwards[0].span, "model forward")],
+        )
+
+
+def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    training = ctx.training
+    for event in events:
+        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
+            return False
+        if event.kind is EventKind.CALL and event.receiver and event.name and event.name.rsplit(".", 1)[-1] in _GRAD_USERS:
+            return False
+        if event.name in ("torch.autograd.grad", "torch.enable_grad", "torch.set_grad_enabled"):
+            return False
+        if any(c.name in ("torch.enable_grad", "torch.set_grad_enabled") for c in event.contexts):
+            return False
+    if training.opaque_training_call(events):
+        return False
+    # The function back-propagates after the loop: the outputs are collected on purpose.
+    training_ids = {t.loop.id for t in training.training_loops}
+    for event in training.expanded(loop.function):
+        if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
+            return False
+    return not _keeps_graph_for_later(ctx, events)
+
+
+def _keeps_graph_for_later(ctx: Context, events: tuple[Event, ...]) -> bool:
+    """Values stored into a container that a back-propagating function reads (REINFORCE)."""
+    containers = {e.receiver.rsplit(".", 1)[-1] for e in events if e.kind is EventKind.STORE and e.receiver}
+    if not containers:
+        return False
+    for fn in ctx.model.functions.values():
+        if any(e.kind is EventKind.BACKWARD for e in fn.events):
+            text = ctx.source.slice(fn.span) if fn.qualname else ctx.source.text
+            if any(name in text for name in containers):
+                return True
+    return False
+
+
+def _fix(ctx: Context, loop: Loop) -> Fix | None:
+    no_grad = ctx.model.imports.alias_for("torch.no_grad")
+    if no_grad is None or loop.body.start.line <= loop.header.end.line:
+        return None
+    unit = indent_unit(loop.indent, loop.body_indent)
+    edits = wrap_block(ctx.source, loop.span.start.line, loop.span.end.line, loop.indent, unit, f"with {no_grad}():")
+    return Fix(f"Wrap the loop in `with {no_grad}():`", tuple(edits), Applicability.SAFE)

@@ -1,0 +1,1 @@
+"""The language server (pygls): diagnostics, quick fixes, VRAM inlay hints and hover."""
