@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from torch_preflight.core.source import Position, SourceText
 
-MAX_REPAIR_ROUNDS = 64
+MAX_REPAIR_ROUNDS = 32
 
 
 @dataclass(frozen=True)
@@ -40,29 +40,48 @@ def parse(source: SourceText, *, force_recovery: bool = False) -> ParseResult:
     if not force_recovery:
         try:
             return ParseResult(_ast_parse(text))
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
             first = _problem(exc, source)
+            if not isinstance(exc, (SyntaxError, ValueError)):
+                return ParseResult(ast.Module(body=[], type_ignores=[]), [first])
     else:
         first = None
     lines = text.splitlines(keepends=True)
-    for line in _parso_error_lines(text):
-        _neutralise(lines, line)
-    errors = [first] if first else []
+    # First the narrowest repair: neutralise the lines the compiler points at. When that
+    # does not converge, neutralise every region parso's error recovery marks, then retry.
+    tree, problem = _repair(list(lines), source)
+    if tree is None:
+        marked = list(lines)
+        for line in _parso_error_lines(text):
+            _neutralise(marked, line)
+        tree, _ = _repair(marked, source)
+    errors = [p for p in (first or problem,) if p is not None]
+    if tree is None:
+        return ParseResult(ast.Module(body=[], type_ignores=[]), errors or [SyntaxProblem("invalid syntax", Position(0, 0))])
+    return ParseResult(tree, errors)
+
+
+def _repair(lines: list[str], source: SourceText) -> tuple[ast.Module | None, SyntaxProblem | None]:
+    first: SyntaxProblem | None = None
+    closed: set[int] = set()
     for _ in range(MAX_REPAIR_ROUNDS):
         try:
-            return ParseResult(_ast_parse("".join(lines)), errors)
+            return _ast_parse("".join(lines)), first
         except (SyntaxError, ValueError) as exc:
             problem = _problem(exc, source)
-            if first is None:
-                first = problem
-                errors.append(problem)
+            first = first or problem
             line = problem.position.line
-            if not 0 <= line < len(lines) or not _neutralise(lines, line, escalate=True):
-                break
+            if "was never closed" in problem.message and line not in closed and _close_brackets(lines, line):
+                closed.add(line)
+                continue
+            if ("unindent" in problem.message or "unexpected indent" in problem.message) and line not in closed and _reindent(lines, line):
+                closed.add(line)
+                continue
+            if not _neutralise(lines, line, escalate=True):
+                return None, first
         except (RecursionError, MemoryError) as exc:
-            errors.append(_problem(exc, source))
-            break
-    return ParseResult(ast.Module(body=[], type_ignores=[]), errors or [SyntaxProblem("invalid syntax", Position(0, 0))])
+            return None, first or _problem(exc, source)
+    return None, first
 
 
 def _ast_parse(text: str) -> ast.Module:
@@ -103,6 +122,42 @@ def _parso_error_lines(text: str) -> list[int]:
             continue
         stack.extend(getattr(node, "children", ()))
     return sorted(bad)
+
+
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _close_brackets(lines: list[str], line: int) -> bool:
+    """Append the closers a half-typed line lacks (`f(a, b` -> `f(a, b)`), before any comment."""
+    if not 0 <= line < len(lines):
+        return False
+    raw = lines[line]
+    body = raw.rstrip("\r\n")
+    ending = raw[len(body) :] or "\n"
+    code, hash_, comment = body.partition("#") if "'" not in body and '"' not in body else (body, "", "")
+    stack: list[str] = []
+    for char in code:
+        if char in _PAIRS:
+            stack.append(_PAIRS[char])
+        elif char in _PAIRS.values() and stack and stack[-1] == char:
+            stack.pop()
+    if not stack:
+        return False
+    lines[line] = code.rstrip() + "".join(reversed(stack)) + (f"  {hash_}{comment}" if hash_ else "") + ending
+    return True
+
+
+def _reindent(lines: list[str], line: int) -> bool:
+    """Give a mis-indented line the indentation of the statement before it."""
+    if not 0 < line < len(lines):
+        return False
+    previous = next((lines[i] for i in range(line - 1, -1, -1) if lines[i].strip()), "")
+    indent = previous[: len(previous) - len(previous.lstrip(" \t"))]
+    body = lines[line].lstrip(" \t")
+    if previous.rstrip().endswith(":") or lines[line] == indent + body:
+        return False
+    lines[line] = indent + body
+    return True
 
 
 def _neutralise(lines: list[str], line: int, *, escalate: bool = False) -> bool:

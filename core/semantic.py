@@ -809,6 +809,7 @@ class _Builder:
     def klass(self, node: ast.ClassDef) -> None:
         assert self.fn is not None
         for decorator in node.decorator_list:
+            self.stmt = self.span(decorator)
             self.expr(decorator)
         qualname = self._qualname(node.name, None)
         bases = tuple(self.imports.resolve(dotted(b)) or self.text(b) for b in node.bases)

@@ -41,6 +41,12 @@ def analyze(text: str, path: str = "<stdin>", config: Config | None = None, *, f
     source = SourceText(text)
     parsed = parse(source, force_recovery=force_recovery)
     model = build(parsed.tree, source, path)
+    return check_model(model, config, path, parsed.errors)
+
+
+def check_model(model: ModuleModel, config: Config, path: str, errors: list[SyntaxProblem] | None = None) -> Result:
+    """Run the enabled rules over a built model (the server builds it incrementally)."""
+    source = model.source
     ctx = Context(model, config)
     diagnostics: list[Diagnostic] = []
     for rule in enabled_rules(config, path):
@@ -48,4 +54,4 @@ def analyze(text: str, path: str = "<stdin>", config: Config | None = None, *, f
     suppressions = scan(source)
     kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     kept.sort(key=Diagnostic.sort_key)
-    return Result(path, source, kept, parsed.errors, model, len(diagnostics) - len(kept))
+    return Result(path, source, kept, list(errors or []), model, len(diagnostics) - len(kept))

@@ -1,0 +1,162 @@
+"""Incremental model building: the ModuleModel from per-top-level-statement pieces.
+
+The language server splits a module into top-level statements (from its parso tree) and
+asks `IncrementalBuilder.build` for the model. Each statement is parsed with `ast` on its
+own (padded with blank lines so line numbers stay absolute) and turned into a *piece*: its
+module-level events, functions, classes and loops. A piece is reused while the statement's
+text, its first line, the module's import aliases and the number of loops before it are
+unchanged, so an edit inside one function rebuilds one piece. Class classification and the
+import map are recomputed over the merged pieces, so the merged model equals
+`semantic.build` of the whole file (tests/test_incremental.py checks it with hypothesis).
+
+When any statement does not parse on its own (a syntax error, a statement split by a broken
+region), `build` returns None and the caller falls back to the full, error-recovering path.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections import deque
+from dataclasses import dataclass, replace
+
+from torch_preflight.core.names import ImportMap
+from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
+from torch_preflight.core.source import SourceText, Span
+
+Chunk = tuple[int, int]  # [start line, end line) of one top-level statement
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    body: list[ast.stmt]
+    imports: list[tuple[int, int, ast.Import | ast.ImportFrom]]  # (BFS depth, BFS index, node)
+
+
+@dataclass
+class _Piece:
+    events: list
+    functions: dict[str, Function]
+    classes: dict[str, ClassInfo]
+    loops: dict[int, Loop]
+
+
+def _import_nodes(body: list[ast.stmt]) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
+    """Import nodes in the order `ast.walk` visits them (breadth first), with their depth."""
+    found = []
+    queue: deque[tuple[int, ast.AST]] = deque((1, stmt) for stmt in body)
+    index = 0
+    while queue:
+        depth, node = queue.popleft()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append((depth, index, node))
+        index += 1
+        queue.extend((depth + 1, child) for child in ast.iter_child_nodes(node))
+    return found
+
+
+def chunk_lines(source: SourceText, starts: list[int]) -> list[Chunk]:
+    """Chunks from the first lines of the top-level statements (the first starts at 0)."""
+    count = len(source.line_starts)
+    bounds = sorted({0, *(s for s in starts if 0 < s < count)})
+    return [(a, b) for a, b in zip(bounds, [*bounds[1:], count])]
+
+
+class IncrementalBuilder:
+    """Caches parsed statements and model pieces between builds of one document."""
+
+    def __init__(self, module_name: str = "") -> None:
+        self.module_name = module_name
+        self._parsed: dict[tuple[int, str], _Parsed | None] = {}
+        self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
+        self.reused = 0
+        self.rebuilt = 0
+
+    def build(self, source: SourceText, chunks: list[Chunk], path: str) -> ModuleModel | None:
+        text = source.text.replace("\x00", " ")
+        starts = source.line_starts
+        parsed: list[tuple[int, str, _Parsed]] = []
+        new_parsed: dict[tuple[int, str], _Parsed | None] = {}
+        for start, end in chunks:
+            code = text[starts[start] : starts[end] if end < len(starts) else len(text)]
+            key = (start, code)
+            entry = self._parsed.get(key, False)
+            if entry is False:
+                entry = _parse_chunk(start, code)
+            new_parsed[key] = entry  # type: ignore[assignment]
+            if entry is None:
+                self._parsed = new_parsed
+                return None
+            parsed.append((start, code, entry))  # type: ignore[arg-type]
+        self._parsed = new_parsed
+
+        imports = ImportMap()
+        ordered = sorted(
+            ((depth, chunk, index, node) for chunk, (_, _, p) in enumerate(parsed) for depth, index, node in p.imports),
+            key=lambda item: item[:3],
+        )
+        for _, _, _, node in ordered:
+            _replay_import(imports, node, self.module_name)
+        imports_key = tuple(sorted(imports.aliases.items()))
+
+        module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
+        functions: dict[str, Function] = {"": module}
+        classes: dict[str, ClassInfo] = {}
+        loops: dict[int, Loop] = {}
+        new_pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
+        self.reused = self.rebuilt = 0
+        for start, code, p in parsed:
+            key = (start, code, imports_key, len(loops))
+            piece = self._pieces.get(key)
+            if piece is None:
+                piece = _build_piece(p.body, source, imports, len(loops))
+                self.rebuilt += 1
+            else:
+                self.reused += 1
+            new_pieces[key] = piece
+            module.events.extend(piece.events)
+            functions.update(piece.functions)
+            classes.update({name: replace(cls, is_module=False, owns_loop=False) for name, cls in piece.classes.items()})
+            loops.update(piece.loops)
+        self._pieces = new_pieces
+        classifier = _Builder(source, imports)
+        classifier.classes = classes
+        classifier._classify_classes()
+        return ModuleModel(source, path, imports, functions, classes, loops)
+
+
+def _parse_chunk(start: int, code: str) -> _Parsed | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse("\n" * start + code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _Parsed(tree.body, _import_nodes(tree.body))
+
+
+def _replay_import(imports: ImportMap, node: ast.Import | ast.ImportFrom, module_name: str) -> None:
+    if isinstance(node, ast.Import):
+        imports.add_import(node.names)
+        return
+    base = node.module or ""
+    if node.level and module_name:
+        package = module_name.rsplit(".", node.level)[0]
+        base = f"{package}.{base}" if base else package
+    imports.add_from(base, node.names)
+
+
+def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int) -> _Piece:
+    builder = _Builder(source, imports)
+    module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
+    builder.functions[""] = module
+    builder.fn = module
+    placeholder = dict.fromkeys(range(loop_base))
+    builder.loops = placeholder  # type: ignore[assignment]  # loop ids continue from the pieces before
+    builder.body(body)
+    loops = {k: v for k, v in builder.loops.items() if k >= loop_base}
+    functions = {k: v for k, v in builder.functions.items() if k}
+    return _Piece(module.events, functions, builder.classes, loops)
+
+
+__all__ = ["Chunk", "IncrementalBuilder", "chunk_lines"]

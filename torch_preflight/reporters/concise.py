@@ -1,0 +1,46 @@
+"""`--format concise`: one line per finding, `path:line:col: CODE message`."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from torch_preflight.reporters import Report
+
+
+def lines(report: Report) -> list[str]:
+    out: list[str] = []
+    for file in report.files:
+        for problem in file.syntax_errors:
+            pos = problem.position
+            out.append(f"{file.display}:{pos.line + 1}:{pos.col + 1}: {problem.message}")
+        for d in file.diagnostics:
+            pos = d.span.start
+            mark = "[*] " if report.fixable(d) else ""
+            out.append(f"{file.display}:{pos.line + 1}:{pos.col + 1}: {d.code} {mark}{d.message}")
+    return out
+
+
+def summary(report: Report) -> str:
+    count = report.diagnostic_count
+    fixed = report.fixed_count
+    if count == 0:
+        return f"Fixed {fixed} error{'s' * (fixed != 1)}; all checks passed!" if fixed else "All checks passed!"
+    text = f"Found {count} error{'s' * (count != 1)}"
+    extras: list[str] = []
+    if fixed:
+        extras.append(f"{fixed} fixed, {count} remaining")
+    fixable = report.fixable_count()
+    if fixable:
+        extras.append(f"{fixable} fixable with --fix" + (" --unsafe-fixes" if report.unsafe_fixes else ""))
+    hidden = report.hidden_unsafe_count()
+    if hidden:
+        extras.append(f"{hidden} more with --unsafe-fixes")
+    if extras:
+        text += f" ({'; '.join(extras)})"
+    return text + "."
+
+
+def render(report: Report, stream: TextIO) -> None:
+    out = lines(report)
+    out.append(summary(report))
+    stream.write("\n".join(out) + "\n")
