@@ -28,6 +28,7 @@ class Config:
     gpu: str | None = None
     dtype: str | None = None
     batch_size: int | None = None
+    input_shape: tuple[int, ...] | None = None  # one sample without the batch dim, e.g. (3, 224, 224): TPF501, the estimator
     root: Path | None = None  # the folder of the pyproject.toml it came from
     source: str = "defaults"  # where it came from, for messages
 
@@ -56,7 +57,7 @@ class Config:
 
 _KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "preview",
-    "gpu-memory", "gpu", "dtype", "batch-size",
+    "gpu-memory", "gpu", "dtype", "batch-size", "input-shape",
 }
 
 
@@ -128,6 +129,13 @@ def config_from_table(table: dict[str, Any], *, root: Path | None = None, source
         if not isinstance(table["batch-size"], int) or isinstance(table["batch-size"], bool) or table["batch-size"] <= 0:
             raise ConfigError("`batch-size` must be a positive integer")
         kwargs["batch_size"] = table["batch-size"]
+    if "input-shape" in table:
+        shape = table["input-shape"]
+        if isinstance(shape, str):
+            shape = [int(v) if v.strip().isdigit() else v for v in shape.replace("x", ",").split(",")]
+        if not isinstance(shape, list) or not shape or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
+            raise ConfigError("`input-shape` must be a list of positive integers without the batch dim, e.g. [3, 224, 224]")
+        kwargs["input_shape"] = tuple(shape)
     return Config(root=root, source=source, **kwargs)
 
 

@@ -59,7 +59,7 @@ def chunk_lines(source: SourceText, starts: list[int]) -> list[Chunk]:
     """Chunks from the first lines of the top-level statements (the first starts at 0)."""
     count = len(source.line_starts)
     bounds = sorted({0, *(s for s in starts if 0 < s < count)})
-    return [(a, b) for a, b in zip(bounds, [*bounds[1:], count])]
+    return [(a, b) for a, b in zip(bounds, [*bounds[1:], count], strict=False)]
 
 
 class IncrementalBuilder:
@@ -122,7 +122,8 @@ class IncrementalBuilder:
         classifier = _Builder(source, imports)
         classifier.classes = classes
         classifier._classify_classes()
-        return ModuleModel(source, path, imports, functions, classes, loops)
+        tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
+        return ModuleModel(source, path, imports, functions, classes, loops, tree)
 
 
 def _parse_chunk(start: int, code: str) -> _Parsed | None:

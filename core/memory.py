@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from torch_preflight.core.source import Span
+
 BREAKDOWN_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "other")
 
 
@@ -63,6 +65,32 @@ class MemoryReport:
         return data
 
 
+@dataclass(frozen=True)
+class ShapeStep:
+    """One layer or op on the way to a shape mismatch (`conv2`, `max_pool2d`, `flatten`)."""
+
+    label: str
+    span: Span  # code-point positions: the layer's construction in __init__, or the op's call
+    detail: str = ""  # e.g. "16×4×4 = 256" for a flatten that produced the mismatching dimension
+
+
+@dataclass(frozen=True)
+class ShapeMismatch:
+    """A layer or op that static shape propagation proves receives an incompatible tensor (TPF501)."""
+
+    kind: str  # linear, conv, norm, rnn, attention, cat, broadcast, view
+    layer: str  # consumer: the layer's dotted name ("fc1", "features.3") or the op ("torch.cat", "+", "view")
+    type: str  # "Linear", "Conv2d", "cat", "+", "view", ...
+    span: Span  # where to report: the consumer layer's construction, or the op's call in forward()
+    expected: str  # what the consumer was built for, e.g. "in_features=400"
+    actual: str  # what it receives, e.g. "256"
+    input_shape: tuple[int, ...] | None  # the consumer's input shape (first operand for ops)
+    path: tuple[ShapeStep, ...] = ()  # the layers/ops since the last layer with weights, in order
+    detail: str = ""  # how `actual` came about, e.g. "16×4×4 = 256"
+    fix_span: Span | None = None  # the single in_features/in_channels literal to replace, when that is the cause
+    fix_value: int | None = None  # the propagated value to put there
+
+
 def format_bytes(n: int | float | None) -> str:
     """1536 -> '1.5 KiB' (binary units)."""
     if n is None:
@@ -75,4 +103,4 @@ def format_bytes(n: int | float | None) -> str:
     return f"{value:.1f} TiB"  # pragma: no cover
 
 
-__all__ = ["BREAKDOWN_KEYS", "Assumption", "LayerEstimate", "MemoryReport", "Suggestion", "format_bytes"]
+__all__ = ["BREAKDOWN_KEYS", "Assumption", "LayerEstimate", "MemoryReport", "ShapeMismatch", "ShapeStep", "Suggestion", "format_bytes"]

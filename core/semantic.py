@@ -218,6 +218,7 @@ class ModuleModel:
     functions: dict[str, Function]
     classes: dict[str, ClassInfo]
     loops: dict[int, Loop]
+    tree: ast.Module | None = None  # the syntax tree, for analyses that need more than events (core/dataflow.py)
 
     # --- queries -----------------------------------------------------------------------
 
@@ -297,9 +298,9 @@ class ModuleModel:
             fn = self.functions.get(qualname)
             if fn is None:
                 continue
-            hits = [e for e in fn.events if e.kind == EventKind.ASSIGN and name in e.targets]
+            hits = self._assigns_by_target(qualname).get(name)
             if hits:
-                return hits
+                return list(hits)
             if name in fn.params and qualname == scope:
                 return []
         if "." in name and name.startswith("self."):
@@ -307,6 +308,19 @@ class ModuleModel:
             if cls:
                 for method in cls.methods.values():
                     found.extend(e for e in self.functions[method].events if e.kind == EventKind.ASSIGN and name in e.targets)
+        return found
+
+    def _assigns_by_target(self, qualname: str) -> dict[str, list[Event]]:
+        """A function's ASSIGN events indexed by target, in event order (memoised per model)."""
+        index = self.__dict__.setdefault("_assign_index", {})
+        found = index.get(qualname)
+        if found is None:
+            found = {}
+            for e in self.functions[qualname].events:
+                if e.kind == EventKind.ASSIGN:
+                    for target in dict.fromkeys(e.targets):
+                        found.setdefault(target, []).append(e)
+            index[qualname] = found
         return found
 
     def kind_of(self, name: str | None, scope: str, _depth: int = 0) -> Kind:
@@ -461,12 +475,12 @@ class _Builder:
             if isinstance(sub, ast.Name):
                 names.append(sub.id)
             elif isinstance(sub, ast.Call):
-                callee = self.callee(sub)
-                if callee[0]:
-                    calls.append(callee[0])
-                if callee[2]:
-                    methods.append(callee[2])
-        callee = receiver = method = base = None
+                function, _, called_method = self.callee(sub)
+                if function:
+                    calls.append(function)
+                if called_method:
+                    methods.append(called_method)
+        callee = receiver = method = None
         inner = node
         if isinstance(node, ast.Call):
             callee, receiver, method = self.callee(node)
@@ -554,7 +568,7 @@ class _Builder:
                     self.assign_targets([item.optional_vars], ctx, node)
             self.body(node.body)
             del self.contexts[len(self.contexts) - pushed :]
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        elif isinstance(node, (ast.Try, ast.TryStar)):
             self.body(node.body)
             for handler in node.handlers:
                 self.body(handler.body)
@@ -852,4 +866,4 @@ def build(tree: ast.Module, source: SourceText, path: str = "<string>", module_n
     imports = ImportMap.from_tree(tree, module_name)
     builder = _Builder(source, imports)
     builder.build(tree)
-    return ModuleModel(source, path, imports, builder.functions, builder.classes, builder.loops)
+    return ModuleModel(source, path, imports, builder.functions, builder.classes, builder.loops, tree)

@@ -30,6 +30,20 @@ _LIBRARY_HEADS = frozenset(
      "setattr", "hasattr", "open", "iter", "next", "sorted", "reversed", "round", "abs", "any", "all", "map", "filter", "tqdm",
      "wandb", "tensorboard", "writer", "logger", "log", "pbar", "progress", "shutil", "pathlib", "pickle", "copy", "super()"}
 )
+# Names only spelled like a model that read as functions: a verb before `_model` / `_net`
+# (`convert_model`, `_set_model`), or a noun after `model_` (`model_parameters`, `model_fn`).
+_FUNCTION_SPELLING = re.compile(
+    r"^_*(get|set|load|save|convert|build|create|make|init|initiali[sz]e|add|extract|prepare|wrap|unwrap|apply|update|copy|"
+    r"clone|register|check|compile|fuse|quantize|prune|replace|swap|freeze|export|import|to|from|patch|restore|reset|setup|"
+    r"sync|broadcast|move|shard|dispatch|maybe|is|has|should)_\w*(model|net|module)$"
+    r"|^(model|net|module)_(parameters|params|param|state|fn|func|function|path|dir|name|names|config|cfg|cls|class|type|"
+    r"factory|builder|init|args|kwargs|kind|size|id|key|keys|info|dict|file|files|hook|hooks|outputs?)$"
+)
+_TORCH_ECOSYSTEM = frozenset(
+    {"torch", "torchvision", "torchaudio", "torchtext", "torch_geometric", "pytorch_lightning", "lightning", "lightning_fabric",
+     "accelerate", "transformers", "timm", "ignite", "skorch", "deepspeed", "fairscale", "apex", "horovod",
+     "torchmetrics", "peft", "diffusers", "torchrl", "functorch", "dgl", "mmcv", "mmengine", "detectron2", "fastai", "composer"}
+)
 _TRAINING_WORDS = re.compile(r"backward|step|train|update|optimi[sz]|fit|learn|zero_grad", re.I)
 
 
@@ -51,14 +65,16 @@ class TrainingModel:
     def __init__(self, model: ModuleModel) -> None:
         self.model = model
         self._expanded: dict[str, tuple[Event, ...]] = {}
+        self._inlined: dict[tuple[str, tuple[str, ...]], tuple[Event, ...]] = {}
         self._iterations: dict[int, tuple[Event, ...]] = {}
 
     # --- expansion ----------------------------------------------------------------------
 
     def expanded(self, qualname: str, _stack: tuple[str, ...] = ()) -> tuple[Event, ...]:
         """A function's events with same-file callees inlined after each call."""
-        if not _stack and qualname in self._expanded:
-            return self._expanded[qualname]
+        memo = self._expanded.get(qualname) if not _stack else self._inlined.get((qualname, _stack))
+        if memo is not None:
+            return memo
         fn = self.model.functions.get(qualname)
         if fn is None:
             return ()
@@ -83,6 +99,8 @@ class TrainingModel:
         result = tuple(out)
         if not _stack:
             self._expanded[qualname] = result
+        else:  # the same callee under the same call chain expands the same way: reuse it
+            self._inlined[(qualname, _stack)] = result
         return result
 
     def iteration(self, loop: Loop) -> tuple[Event, ...]:
@@ -123,9 +141,28 @@ class TrainingModel:
         """A call of a model (an nn.Module instance), e.g. `model(x)`."""
         if event.kind is not EventKind.CALL or not event.name or event.receiver:
             return False
+        if not self.is_torch_code or not (event.args or event.keywords):
+            return False  # another framework's code; a model forward takes inputs
         if self.model.is_module_class(event.name):
             return False  # constructing, not running
-        return self.model.kind_of(event.name, event.function) is Kind.MODEL
+        if self.model.resolve_function(event.name, event.function) or self._is_imported_callable(event.name):
+            return False  # a function of this file or an imported function (`save_fsdp_model(...)`)
+        if self.model.kind_of(event.name, event.function) is not Kind.MODEL:
+            return False
+        if not self.model.assignments(event.name, event.function) and _FUNCTION_SPELLING.match(tail(event.name)):
+            return False  # only the spelling says "model", and it reads as a function (`convert_model`)
+        return True
+
+    def _is_imported_callable(self, name: str) -> bool:
+        """`utils.save_fsdp_model` or `load_model` reached through an import (not a local binding)."""
+        if name.startswith("self.") or self.model.assignments(name.partition(".")[0], ""):
+            return False
+        return any(name == target or name.startswith(target + ".") for target in self.model.imports.aliases.values())
+
+    @cached_property
+    def is_torch_code(self) -> bool:
+        """The file imports torch (or a library built on it): rules about torch training apply."""
+        return any(target.partition(".")[0] in _TORCH_ECOSYSTEM for target in self.model.imports.aliases.values())
 
     def is_opaque(self, event: Event) -> bool:
         """A call into code this file cannot see (not torch, not a builtin, not local)."""
@@ -154,6 +191,8 @@ class TrainingModel:
     @cached_property
     def training_loops(self) -> tuple[TrainingLoop, ...]:
         found: list[TrainingLoop] = []
+        if not self.is_torch_code:
+            return ()  # TensorFlow / MXNet / JAX code: `net`, `loss.backward`, `trainer.step` mean other things
         for loop in self.model.loops.values():
             events = self.iteration(loop)
             steps = tuple(e for e in events if not e.inner and self.optimizer_of(e))

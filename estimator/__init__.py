@@ -1,1 +1,321 @@
-"""The VRAM estimator: memory of a training step, per layer, from source alone."""
+"""The VRAM estimator: memory of a training step, per layer, from source alone.
+
+`estimate(model, tree, options)` interprets the file abstractly (estimator.interp), then
+replays the recorded training step (estimator.timeline) to find its peak. Nothing here
+imports torch or runs the user's code.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, replace
+
+from torch_preflight.core.config import Config
+from torch_preflight.core.memory import Assumption, LayerEstimate, MemoryReport, Suggestion
+from torch_preflight.core.parse import parse
+from torch_preflight.core.semantic import ModuleModel, build
+from torch_preflight.core.source import SourceText
+from torch_preflight.estimator.interp import Interpreter, Recorder, StepRecord
+from torch_preflight.estimator.options import ALLOCATOR_RESERVE, CUDA_CONTEXT_BYTES, GPUS, EstimateOptions, gpu_memory
+from torch_preflight.estimator.timeline import Timeline, cuda_round, optimizer_bytes, simulate
+from torch_preflight.estimator.values import ITEMSIZE, ClassValue, Module, Optimizer, Tensor
+
+__all__ = ["GPUS", "EstimateOptions", "estimate", "estimate_source", "gpu_memory", "options_from_config"]
+
+OPTIMIZER_NAMES = {"sgd": ("SGD", False), "sgd-momentum": ("SGD", True), "adam": ("Adam", False), "adamw": ("AdamW", False),
+                   "rmsprop": ("RMSprop", False), "adagrad": ("Adagrad", False), "adam8bit": ("Adam", False)}
+
+
+@dataclass
+class _Run:
+    it: Interpreter
+    module: Module
+    line: int
+    col: int
+    step: StepRecord | None
+    optimizer: Optimizer | None
+    timeline: Timeline
+    complete: bool
+    batch: int | None
+
+
+def options_from_config(config: Config) -> EstimateOptions:
+    """EstimateOptions from `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size)."""
+    dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype or "", config.dtype)
+    return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu)
+
+
+def estimate_source(text: str, path: str = "<string>", options: EstimateOptions | Config | None = None) -> list[MemoryReport]:
+    """Parse, model and estimate one file. Never raises: odd input gives [] or incomplete reports.
+
+    `options` may also be the core Config (the language server passes its configuration)."""
+    if isinstance(options, Config):
+        options = options_from_config(options)
+    try:
+        source = SourceText(text)
+        parsed = parse(source)
+        model = build(parsed.tree, source, path)
+        return estimate(model, parsed.tree, options or EstimateOptions())
+    except Exception:
+        return []
+
+
+def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions) -> list[MemoryReport]:
+    try:
+        return _estimate(model, tree, options)
+    except RecursionError:
+        return []
+
+
+def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None) -> Interpreter:
+    it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
+                     force_autocast=autocast or options.autocast, dtype=options.dtype)
+    it.run()
+    return it
+
+
+def _targets(it: Interpreter, options: EstimateOptions) -> list[tuple[Module, int, int, StepRecord | None]]:
+    found: list[tuple[Module, int, int, StepRecord | None]] = []
+    trained: dict[int, StepRecord] = {}
+    for rec in it.step_records:
+        for m in rec.recorder.models:
+            trained.setdefault(m.id, rec)
+    seen: set[int] = set()
+    for inst in it.instances:
+        if inst.module.id in seen or inst.module.type in ("ModuleList", "ModuleDict"):
+            continue
+        seen.add(inst.module.id)
+        if options.model and options.model not in (inst.module.type, inst.name):
+            continue
+        found.append((inst.module, inst.line, inst.col, trained.get(inst.module.id)))
+    # a module that is part of another instantiated model (or an argument to one) is not a model of its own
+    inner: set[int] = set()
+    for mod, *_ in found:
+        inner.update(m.id for m in mod.modules() if m is not mod)
+        inner.update(v.id for v in mod.args.values() if isinstance(v, Module))
+    found = [f for f in found if f[0].id not in inner]
+    # a trained model is the one to report; an instantiated-only one is reported when nothing was trained
+    if any(step is not None for *_, step in found):
+        found = [f for f in found if f[3] is not None or (options.model is not None)]
+    if not found:
+        for cls in it.classes.values():
+            if cls.is_module and (options.model is None or options.model == cls.name) and not _is_base_only(cls, it):
+                mod = it.construct_class(cls, cls.node.lineno - 1, cls.node.col_offset)
+                if isinstance(mod, Module):
+                    found.append((mod, cls.node.lineno - 1, cls.node.col_offset, None))
+    return found
+
+
+def _is_base_only(cls: ClassValue, it: Interpreter) -> bool:
+    """A class used as a sub-module of another class in the file is not a model of its own."""
+    for other in it.classes.values():
+        if other is cls or not other.is_module:
+            continue
+        for node in ast.walk(other.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == cls.name:
+                return True
+    return False
+
+
+def _synthetic_step(it: Interpreter, mod: Module, options: EstimateOptions) -> StepRecord | None:
+    if options.input_shape is None:
+        return None
+    b = options.batch_size or 1
+    it.recorder = Recorder(autocast=it.autocast)
+    it.grad_enabled = True
+    x = Tensor((b, *options.input_shape), external=True)
+    out = it.call_module(mod, [x], {}, None)
+    first = out[0] if isinstance(out, tuple) and out else out
+    rec = it.recorder
+    it.recorder = None
+    if not isinstance(first, Tensor) or rec is None:
+        return None
+    return StepRecord(rec, first, mod.line, it.autocast, [x])
+
+
+def _find(it: Interpreter, target: Module) -> tuple[Module, int, int, StepRecord | None] | None:
+    for mod, line, col, step in _targets(it, EstimateOptions()):
+        if mod.type == target.type and line == target.line:
+            return mod, line, col, step
+    for rec in it.step_records:
+        for m in rec.recorder.models:
+            if m.type == target.type:
+                return m, m.line, m.col, rec
+    return None
+
+
+def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | None, options: EstimateOptions) -> _Run:
+    device = options.device
+    rnd = cuda_round if device == "cuda" else (lambda n: n)
+    if options.dtype:
+        mod.set_dtype({"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(options.dtype, options.dtype))
+    if step is None:
+        step = _synthetic_step(it, mod, options)
+    itemsize = ITEMSIZE.get(mod.dtype, 4)
+    sizes = mod.param_sizes()
+    params = sum(rnd(s * itemsize) for s in sizes) + _buffer_bytes(mod, rnd)
+    grads = sum(rnd(s * itemsize) for s in sizes)
+    opt = next((o for o in it.optimizers if o.model is mod), None) or (it.optimizers[0] if it.optimizers else None)
+    if options.optimizer:
+        kind, momentum = OPTIMIZER_NAMES.get(options.optimizer.lower(), (options.optimizer, False))
+        opt = None if options.optimizer.lower() == "none" else Optimizer(kind, mod, momentum=momentum, eight_bit="8bit" in options.optimizer)
+    state, transient = optimizer_bytes(opt, sizes, 4 if mod.dtype == "float32" else itemsize, device)
+    batch = 0
+    if step is not None:
+        batch = sum(rnd(t.nbytes) for t in _batch_tensors(step))
+    persist = it.zero_grad_seen and it.zero_grad_set_to_none is False
+    tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient, batch=batch,
+                  grads_persist=persist, device=device)
+    complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
+    b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
+    return _Run(it, mod, line, col, step, opt, tl, complete, b)
+
+
+def _buffer_bytes(mod: Module, rnd: object) -> int:
+    total = 0
+    for m in mod.modules():
+        for shape, dtype in m.buffers.values():
+            total += rnd(math.prod(shape) * ITEMSIZE.get(dtype, 4) if shape else ITEMSIZE.get(dtype, 4))  # type: ignore[operator]
+    return total
+
+
+def _batch_tensors(step: StepRecord) -> list[Tensor]:
+    unique = {id(t.storage): t for t in step.batch}
+    return list(unique.values())
+
+
+def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions) -> list[MemoryReport]:
+    it = _interpret(model, tree, options)
+    reports: list[MemoryReport] = []
+    for mod, line, col, step in _targets(it, options):
+        run = _run(it, mod, line, col, step, options)
+        reports.append(_report(model, tree, run, options))
+    return reports
+
+
+def _layers(mod: Module, has_step: bool, device: str) -> tuple[LayerEstimate, ...]:
+    rows: list[LayerEstimate] = []
+    rnd = cuda_round if device == "cuda" else (lambda n: n)
+    seen: set[int] = set()
+    for name, m in mod.walk():
+        if m.id in seen:
+            continue
+        seen.add(m.id)
+        own = m.own_param_count()
+        leaf = m.catalog and m.type not in ("Sequential", "ModuleList", "ModuleDict", "TransformerEncoder", "TransformerDecoder",
+                                             "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer")
+        if not (leaf or own or m.saved_bytes):
+            continue
+        if not name and not own and not m.saved_bytes:
+            continue
+        itemsize = ITEMSIZE.get(m.dtype, 4)
+        pbytes = sum(rnd(s * itemsize) for s in m.own_param_sizes())
+        rows.append(LayerEstimate(name or "(model)", m.type, m.line, m.col, own, pbytes,
+                                  m.saved_bytes if has_step else None, tuple(m.output_shape) if m.output_shape is not None else None))
+    return tuple(rows)
+
+
+def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions) -> MemoryReport:
+    it, mod, tl = run.it, run.module, run.timeline
+    path = model.path.rsplit("/", 1)[-1]
+    assumptions: list[Assumption] = []
+    for text, line in it.assumptions:
+        assumptions.append(Assumption(f"{text} from {path}:{line + 1}" if line is not None else text, line))
+    if run.optimizer is not None:
+        opt = run.optimizer
+        assumptions.append(Assumption(f"optimizer {opt.kind}{' with momentum' if opt.momentum and opt.kind == 'SGD' else ''}"
+                                      + (f" from {path}:{opt.line + 1}" if not options.optimizer else " (--optimizer)"),
+                                      opt.line if not options.optimizer else None))
+    else:
+        assumptions.append(Assumption("no optimizer found: no optimizer state", None))
+    if it.zero_grad_seen and it.zero_grad_set_to_none is False:
+        assumptions.append(Assumption("zero_grad(set_to_none=False): gradients stay allocated through the step", None))
+    else:
+        assumptions.append(Assumption("gradients are freed by zero_grad() (set_to_none=True) before forward", None))
+    if run.step is None:
+        assumptions.append(Assumption("no training step or input shape found: activations unknown (pass --input-shape)", None))
+    if mod.dtype != "float32":
+        assumptions.append(Assumption(f"parameters in {mod.dtype}", None))
+    for text, line in it.problems:
+        assumptions.append(Assumption(f"could not read: {text}" + (f" ({path}:{line + 1})" if line is not None else ""), line))
+    breakdown = {"parameters": tl.parameters, "gradients": tl.gradients, "optimizer_state": tl.optimizer_state,
+                 "activations": tl.activations, "other": tl.other}
+    budget = options.budget
+    fits = None if budget is None else tl.peak <= budget
+    suggestions: tuple[Suggestion, ...] = ()
+    max_batch = None
+    if budget is not None and options.remedies and run.step is not None:
+        max_batch = _max_batch(model, tree, run, options, budget)
+        suggestions = _remedies(model, tree, run, options, budget, max_batch)
+    overhead = CUDA_CONTEXT_BYTES + int(tl.peak * ALLOCATOR_RESERVE) if options.device == "cuda" else 0
+    return MemoryReport(
+        model=mod.type, model_line=run.line, peak_bytes=tl.peak, breakdown=breakdown,
+        layers=_layers(mod, run.step is not None, options.device), assumptions=tuple(assumptions), suggestions=suggestions,
+        complete=run.complete, budget_bytes=budget, fits=fits, max_batch_size=max_batch, device=options.device,
+        model_col=run.col, overhead_bytes=overhead,
+    )
+
+
+def _rerun(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions, **changes: object) -> _Run | None:
+    opts = replace(options, remedies=False, **changes)  # type: ignore[arg-type]
+    it = _interpret(model, tree, opts)
+    found = _find(it, run.module)
+    if found is None:
+        return None
+    mod, line, col, step = found
+    return _run(it, mod, line, col, step, opts)
+
+
+def _max_batch(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions, budget: int) -> int | None:
+    b = run.batch
+    if not b:
+        return None
+    other = _rerun(model, tree, run, options, batch_size=2 * b)
+    if other is None or other.batch != 2 * b:
+        return None
+    per_sample = (other.timeline.peak - run.timeline.peak) / b
+    fixed = run.timeline.peak - per_sample * b
+    if per_sample <= 0:
+        return None
+    best = int((budget - fixed) // per_sample)
+    return max(best, 0)
+
+
+def _remedies(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions, budget: int, max_batch: int | None) -> tuple[Suggestion, ...]:
+    tl = run.timeline
+    out: list[Suggestion] = []
+    if run.step is not None and run.step.autocast is None:
+        bf16 = _rerun(model, tree, run, options, autocast="bfloat16")
+        if bf16 is not None:
+            out.append(Suggestion("bf16 autocast", bf16.timeline.peak, "wrap forward and loss in torch.autocast(dtype=torch.bfloat16)"))
+    # activation checkpointing of each top-level block: keep block inputs, recompute one block at a time
+    blocks = [m for m in run.module.children.values()]
+    seq = max((m for m in run.module.modules() if m.type in ("ModuleList", "Sequential")), key=lambda m: len(m.children), default=None)
+    if seq is not None and len(seq.children) > 1:
+        blocks = list(seq.children.values())
+    block_acts = [sum(x.saved_bytes for x in b.modules()) for b in blocks]
+    if block_acts and tl.activations:
+        kept = sum(b.output_bytes for b in blocks) + max(block_acts)
+        ckpt_act = min(tl.activations, kept + max(0, tl.activations - sum(block_acts)))
+        out.append(Suggestion("activation checkpointing", tl.peak - tl.activations + ckpt_act,
+                              f"torch.utils.checkpoint on each of {len(blocks)} blocks"))
+    if run.optimizer is not None and run.optimizer.kind.lower() in ("adam", "adamw") and tl.optimizer_state:
+        out.append(Suggestion("8-bit optimizer", tl.peak - tl.optimizer_state * 3 // 4, "bitsandbytes.optim.AdamW8bit"))
+    n = options.n_gpus
+    p, g, s = tl.parameters, max(tl.gradients, sum(run.module.param_sizes()) * 4 if tl.phase == "step" else tl.gradients), tl.optimizer_state
+    out.append(Suggestion(f"ZeRO-1 across {n} GPUs", tl.peak - s + s // n, "optimizer state sharded"))
+    out.append(Suggestion(f"ZeRO-2 across {n} GPUs", tl.peak - s + s // n - g + g // n, "optimizer state and gradients sharded"))
+    largest = max(run.module.param_sizes(), default=0) * 4
+    out.append(Suggestion(f"ZeRO-3 / FSDP across {n} GPUs", tl.peak - s + s // n - g + g // n - p + p // n + largest,
+                          "parameters, gradients and optimizer state sharded"))
+    if run.batch and run.batch > 1:
+        micro = min(max_batch or 1, run.batch // 2) if max_batch is not None else run.batch // 2
+        micro = max(micro, 1)
+        small = _rerun(model, tree, run, options, batch_size=micro)
+        if small is not None:
+            steps = -(-run.batch // micro)
+            out.append(Suggestion(f"micro-batch {micro} x {steps} accumulation steps", small.timeline.peak,
+                                  f"same effective batch {micro * steps}"))
+    out.sort(key=lambda s: s.peak_bytes)
+    return tuple(out)

@@ -51,6 +51,10 @@ class Tensor:
     external: bool = False  # allocated outside the model's forward (the batch): counted under "other"
     contiguous: bool = True
     is_param: bool = False
+    # shape checking (TPF501): the layers/ops since the last layer with weights, and whether the
+    # shape rests on a guess (an unknown branch, an unknown dataset, torch.tensor(data))
+    trail: tuple[Any, ...] = ()
+    guessed: bool = False
 
     def __post_init__(self) -> None:
         if self.storage is None:
@@ -66,7 +70,7 @@ class Tensor:
 
     def view(self, shape: tuple[int, ...], contiguous: bool | None = None) -> Tensor:
         return Tensor(tuple(shape), self.dtype, self.requires_grad, self.storage, self.external,
-                      self.contiguous if contiguous is None else contiguous, self.is_param)
+                      self.contiguous if contiguous is None else contiguous, self.is_param, self.trail, self.guessed)
 
 
 @dataclass(eq=False)
@@ -92,6 +96,11 @@ class Module:
     output_shape: tuple[Any, ...] | None = None
     output_bytes: int = 0
     id: int = field(default_factory=lambda: next(_ids))
+    # shape checking (TPF501)
+    end: tuple[int, int] | None = None  # end (0-based line, utf-8 col) of the constructor call
+    doubtful: bool = False  # built on a guess (an unknown branch) or from arguments it could not read
+    literals: dict[str, ast.expr] = field(default_factory=dict)  # constructor arguments written as integer literals
+    path: str = ""  # dotted name inside the model being checked
 
     def own_param_count(self) -> int:
         return sum(math.prod(s) if s else 1 for n, s in self.params.items() if n not in self.tied)
@@ -213,6 +222,7 @@ class Optimizer:
 class Dataset:
     sample: tuple[tuple[tuple[int, ...], str], ...]  # per item: (shape, dtype)
     name: str = ""
+    guessed: bool = False  # the sample shape is a default, not known (unknown dataset, a transform it cannot read)
 
 
 @dataclass(eq=False)
@@ -220,12 +230,15 @@ class Loader:
     dataset: Dataset | None
     batch_size: int
     line: int = 0
+    guessed: bool = False  # a collate_fn or a guessed dataset: the batch shape is not known
 
 
 @dataclass(eq=False)
 class Transform:
     size: tuple[int, int] | None = None  # output H, W when it crops/resizes
     to_tensor: bool = False
+    square_only: bool = False  # Resize(int): the size holds for square images only
+    exact: bool = True  # False: the output shape is not known (Resize(int) keeps the aspect ratio, Lambda, Grayscale)
 
 
 @dataclass(eq=False)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 from types import ModuleType
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Fix, Related, Severity
+from torch_preflight.core.memory import MemoryReport, ShapeMismatch
+from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import SourceText, Span
 from torch_preflight.core.training import TrainingModel
@@ -44,6 +46,9 @@ class Context:
 
     model: ModuleModel
     config: Config
+    memory: tuple[MemoryReport, ...] = ()  # VRAM estimates, computed by analyze() only when a budget is configured
+    project: ProjectView = field(default_factory=lambda: Project().view())  # the user's other modules
+    shapes: tuple[ShapeMismatch, ...] = ()  # static shape mismatches, computed by analyze() only when TPF501 is enabled
 
     @cached_property
     def training(self) -> TrainingModel:

@@ -5,14 +5,64 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from torch_preflight.rules.base import Rule
-from torch_preflight.rules.training import eval_loop_without_no_grad, loss_accumulated_with_graph, missing_zero_grad
+from torch_preflight.rules.data import overlap_leakage, preprocessing_leakage, test_data_in_training
+from torch_preflight.rules.memory import vram_exceeds_budget
+from torch_preflight.rules.model import (
+    double_softmax,
+    forward_called_directly,
+    layer_defined_but_unused,
+    missing_super_init,
+    shape_mismatch,
+    unregistered_submodules,
+)
+from torch_preflight.rules.security import unsafe_torch_load
+from torch_preflight.rules.training import (
+    accumulation_cadence_mismatch,
+    accumulation_loss_not_scaled,
+    backward_inside_autocast,
+    distributed_sampler_without_set_epoch,
+    eval_loop_without_no_grad,
+    grad_scaler_misuse,
+    graph_tensor_stored,
+    loss_accumulated_with_graph,
+    missing_eval_mode,
+    missing_train_mode,
+    missing_zero_grad,
+    optimizer_created_in_loop,
+    retain_graph_in_loop,
+    scheduler_before_optimizer_step,
+    zero_grad_between_backward_and_step,
+)
 
 ALL_RULES: tuple[Rule, ...] = tuple(
     Rule.from_module(module)
     for module in (
         missing_zero_grad,
+        zero_grad_between_backward_and_step,
+        accumulation_cadence_mismatch,
+        accumulation_loss_not_scaled,
         loss_accumulated_with_graph,
+        graph_tensor_stored,
         eval_loop_without_no_grad,
+        missing_eval_mode,
+        missing_train_mode,
+        optimizer_created_in_loop,
+        scheduler_before_optimizer_step,
+        retain_graph_in_loop,
+        distributed_sampler_without_set_epoch,
+        grad_scaler_misuse,
+        backward_inside_autocast,
+        unregistered_submodules,
+        missing_super_init,
+        double_softmax,
+        forward_called_directly,
+        layer_defined_but_unused,
+        preprocessing_leakage,
+        test_data_in_training,
+        overlap_leakage,
+        unsafe_torch_load,
+        vram_exceeds_budget,
+        shape_mismatch,
     )
 )
 

@@ -15,6 +15,7 @@ from typing import Any
 from torch_preflight.core.config import Config, ConfigError, load_config, parse_size
 from torch_preflight.rules.registry import SelectionError, validate_codes
 
+SETTINGS_SECTION = "torchPreflight"  # the workspace/configuration section clients answer for
 DTYPES = ("float32", "float16", "bfloat16", "fp32", "fp16", "bf16")
 
 
@@ -56,8 +57,10 @@ def parse_settings(raw: Any) -> tuple[Settings, list[str]]:
         return Settings(), []
     if not isinstance(raw, dict):
         return Settings(), [f"torch-preflight settings must be an object, got {type(raw).__name__}"]
-    if isinstance(raw.get("torch-preflight"), dict):  # a client that sends the whole section tree
-        raw = raw["torch-preflight"]
+    for section in (SETTINGS_SECTION, "torch-preflight"):  # a client that sends the whole section tree
+        if isinstance(raw.get(section), dict):
+            raw = raw[section]
+            break
     values: dict[str, Any] = {}
     problems: list[str] = []
 

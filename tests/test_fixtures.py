@@ -3,6 +3,7 @@ findings must equal the inline `# error:` expectations, line for line."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,21 @@ from conftest import FIXTURES
 from expectations import expected, render
 
 from torch_preflight.analyze import analyze
-from torch_preflight.core.config import Config
+from torch_preflight.core.config import Config, config_from_table
+
+_CONFIG_HEADER = re.compile(r"^#\s*torch-preflight-test-config:\s*(?P<pairs>.+)$", re.M)
+
+
+def fixture_config(text: str) -> Config:
+    """All rules, plus `# torch-preflight-test-config: gpu-memory=1GiB, batch-size=8` settings from the fixture."""
+    table: dict[str, object] = {"select": ["ALL"]}
+    for match in _CONFIG_HEADER.finditer(text):
+        for pair in match.group("pairs").split(","):
+            key, _, value = pair.partition("=")
+            key, value = key.strip(), value.strip()
+            table[key] = int(value) if value.isdigit() else value
+    return config_from_table(table, source="fixture header")
+
 
 CASES = sorted(p for p in FIXTURES.rglob("*.py"))
 
@@ -19,7 +34,7 @@ CASES = sorted(p for p in FIXTURES.rglob("*.py"))
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(FIXTURES)) for p in CASES])
 def test_fixture(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
-    result = analyze(text, str(path), Config(select=("ALL",)))
+    result = analyze(text, str(path), fixture_config(text))
     actual = Counter((d.span.start.line + 1, d.code) for d in result.diagnostics)
     want = expected(text)
     if actual != want:

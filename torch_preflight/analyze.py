@@ -7,8 +7,10 @@ from functools import lru_cache
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic
+from torch_preflight.core.memory import MemoryReport, ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.parse import SyntaxProblem, parse
+from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.rules.base import Context, Rule
@@ -23,6 +25,36 @@ class Result:
     syntax_errors: list[SyntaxProblem] = field(default_factory=list)
     model: ModuleModel | None = None
     suppressed: int = 0
+    dependencies: tuple[Dependency, ...] = ()  # other files of the project the findings depend on
+
+
+def _memory(model: ModuleModel, config: Config, path: str) -> tuple[MemoryReport, ...]:
+    """VRAM estimates for TPF401, only when a budget is configured and the rule is enabled."""
+    if config.gpu_memory is None and config.gpu is None:
+        return ()
+    if not any(rule.code == "TPF401" for rule in enabled_rules(config, path)):
+        return ()
+    from torch_preflight.estimator import estimate, options_from_config
+
+    try:
+        return tuple(estimate(model, model.tree, options_from_config(config)))
+    except Exception:
+        return ()
+
+
+def _shapes(model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
+    """Static shape mismatches for TPF501, only when the rule is enabled and the file builds an nn.Module."""
+    if not any(rule.code == "TPF501" for rule in enabled_rules(config, path)):
+        return ()
+    text = model.source.text
+    if "torch" not in text or not (any(c.is_module for c in model.classes.values()) or "Sequential(" in text):
+        return ()
+    from torch_preflight.estimator.shapes import check_shapes
+
+    try:
+        return tuple(check_shapes(model, model.tree, config.input_shape))
+    except Exception:
+        return ()
 
 
 @lru_cache(maxsize=64)
@@ -35,23 +67,41 @@ def enabled_rules(config: Config, path: str = "") -> tuple[Rule, ...]:
     return _rules(config.select, tuple(ignore), config.extend_select, config.preview)
 
 
-def analyze(text: str, path: str = "<stdin>", config: Config | None = None, *, force_recovery: bool = False) -> Result:
-    """Parse, model and check one module. Never raises on bad input."""
+def analyze(
+    text: str,
+    path: str = "<stdin>",
+    config: Config | None = None,
+    *,
+    project: Project | None = None,
+    force_recovery: bool = False,
+) -> Result:
+    """Parse, model and check one module. Never raises on bad input.
+
+    `project` resolves imports into the user's other modules; pass one per run or
+    session to share its cache, or leave it out for a fresh one."""
     config = config or Config()
     source = SourceText(text)
     parsed = parse(source, force_recovery=force_recovery)
     model = build(parsed.tree, source, path)
-    return check_model(model, config, path, parsed.errors)
+    return check_model(model, config, path, parsed.errors, project=project)
 
 
-def check_model(model: ModuleModel, config: Config, path: str, errors: list[SyntaxProblem] | None = None) -> Result:
+def check_model(
+    model: ModuleModel,
+    config: Config,
+    path: str,
+    errors: list[SyntaxProblem] | None = None,
+    *,
+    project: Project | None = None,
+) -> Result:
     """Run the enabled rules over a built model (the server builds it incrementally)."""
     source = model.source
-    ctx = Context(model, config)
+    view = (project if project is not None else Project()).view()
+    ctx = Context(model, config, _memory(model, config, path), view, _shapes(model, config, path))
     diagnostics: list[Diagnostic] = []
     for rule in enabled_rules(config, path):
         diagnostics.extend(rule.check(ctx))
     suppressions = scan(source)
     kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     kept.sort(key=Diagnostic.sort_key)
-    return Result(path, source, kept, list(errors or []), model, len(diagnostics) - len(kept))
+    return Result(path, source, kept, list(errors or []), model, len(diagnostics) - len(kept), tuple(view.used.values()))

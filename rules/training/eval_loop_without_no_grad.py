@@ -67,7 +67,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
         if not forwards or all(e.inner for e in forwards) or not _is_eval(ctx, loop, events):
             continue
-        if not training.grad_enabled_at(loop):
+        if not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
             continue
         yield report(
             META,
@@ -76,6 +76,15 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             _fix(ctx, loop),
             related=[Related(forwards[0].span, "model forward")],
         )
+
+
+def _inside_model(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
+    """A loop that is part of a model: over its layers, or in a module's forward()."""
+    if all(f.name in loop.targets for f in forwards):
+        return True
+    fn = ctx.model.functions.get(loop.function)
+    cls = ctx.model.enclosing_class(loop.function)
+    return bool(fn and cls and cls.is_module and fn.name in ("forward", "__call__", "_forward"))
 
 
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
@@ -93,6 +102,15 @@ def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
         return False
     # The function back-propagates after the loop: the outputs are collected on purpose.
     training_ids = {t.loop.id for t in training.training_loops}
+    # Part of a training step: nested in a loop that back-propagates, or in a function
+    # called from one (a chunked loss, per-head losses summed before backward()).
+    parent = loop.parent
+    while parent is not None:
+        if any(e.kind is EventKind.BACKWARD for e in training.iteration(ctx.model.loops[parent])):
+            return False
+        parent = ctx.model.loops[parent].parent
+    if any(training_ids & set(call.loops) for call in ctx.model.calls_to.get(loop.function, [])):
+        return False
     for event in training.expanded(loop.function):
         if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
             return False

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TextIO
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic
+from torch_preflight.core.notebook import Joined
 from torch_preflight.core.parse import SyntaxProblem
-from torch_preflight.core.source import Position, SourceText
+from torch_preflight.core.source import Position, SourceText, Span
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
 
@@ -32,6 +33,7 @@ class FileResult:
     diagnostics: list[Diagnostic]
     syntax_errors: list[SyntaxProblem] = field(default_factory=list)
     fixed: int = 0  # fixes applied by --fix
+    notebook: Joined | None = None  # a Jupyter notebook: `source` is its joined Python cells
 
 
 @dataclass
@@ -76,6 +78,14 @@ class Report:
         )
 
 
+def ordered(file: FileResult) -> list[tuple[Position, Diagnostic | SyntaxProblem]]:
+    """Syntax errors and diagnostics of one file, in source order."""
+    items: list[tuple[Position, Diagnostic | SyntaxProblem]] = [(p.position, p) for p in file.syntax_errors]
+    items.extend((d.span.start, d) for d in file.diagnostics)
+    items.sort(key=lambda item: (item[0].line, item[0].col, 0 if isinstance(item[1], SyntaxProblem) else 1))
+    return items
+
+
 def row_col(pos: Position) -> dict[str, int]:
     """1-based row and code-point column."""
     return {"row": pos.line + 1, "column": pos.col + 1}
@@ -86,6 +96,30 @@ def uri_path(path: Path, display: str) -> str:
     if os.path.isabs(display):
         return path.as_uri()
     return display.replace(os.sep, "/")
+
+
+def cell_location(file: FileResult, pos: Position) -> tuple[int | None, Position]:
+    """(cell, position inside it) for a notebook; (None, pos) for a Python file.
+    The cell is 1-based among all cells of the notebook, as ruff's `cell`."""
+    if file.notebook is None:
+        return None, pos
+    where = file.notebook.to_cell(pos)
+    return where.cell, Position(where.line, where.col)
+
+
+def cell_span(file: FileResult, span: Span) -> tuple[int | None, Span]:
+    """(cell, span inside it); the end is clamped to the start's cell."""
+    if file.notebook is None:
+        return None, span
+    index, inside = file.notebook.cell_span(span)
+    return index + 1, inside
+
+
+def where(file: FileResult, pos: Position) -> str:
+    """`path:12:5`, or `notebook.ipynb:cell 4:12:5` (1-based, as ruff prints them)."""
+    cell, inside = cell_location(file, pos)
+    prefix = f"{file.display}:cell {cell}" if cell is not None else file.display
+    return f"{prefix}:{inside.line + 1}:{inside.col + 1}"
 
 
 Renderer = Callable[[Report, TextIO], None]
@@ -116,4 +150,4 @@ def get(name: str) -> Renderer:
     raise ValueError(f"unknown format {name!r}; choose from {', '.join(FORMATS)}")
 
 
-__all__ = ["FORMATS", "FileError", "FileResult", "Report", "get", "row_col", "uri_path"]
+__all__ = ["FORMATS", "FileError", "FileResult", "Report", "cell_location", "cell_span", "get", "ordered", "row_col", "uri_path", "where"]

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from torch_preflight.reporters import Report
+from torch_preflight.core.parse import SyntaxProblem
+from torch_preflight.reporters import Report, ordered, where
 
 
 def lines(report: Report) -> list[str]:
     out: list[str] = []
     for file in report.files:
-        for problem in file.syntax_errors:
-            pos = problem.position
-            out.append(f"{file.display}:{pos.line + 1}:{pos.col + 1}: {problem.message}")
-        for d in file.diagnostics:
-            pos = d.span.start
-            mark = "[*] " if report.fixable(d) else ""
-            out.append(f"{file.display}:{pos.line + 1}:{pos.col + 1}: {d.code} {mark}{d.message}")
+        for pos, item in ordered(file):
+            at = where(file, pos)
+            if isinstance(item, SyntaxProblem):
+                out.append(f"{at}: {item.message}")
+            else:
+                mark = "[*] " if report.fixable(item) else ""
+                out.append(f"{at}: {item.code} {mark}{item.message}")
     return out
 
 

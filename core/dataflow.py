@@ -1,0 +1,718 @@
+"""Def-use and provenance within one file: which split a value comes from, and which
+fitted statistic or resampling it has been through.
+
+The semantic model summarises expressions; provenance needs their shape (tuple positions,
+slices, keyword literals), so this analysis reads the syntax tree the model keeps. It is
+flow-insensitive inside loops and deliberately small:
+
+- a *definition* is a binding of a dotted name (`X`, `self.x`): an assignment (tuple
+  positions kept), a `for` target, an augmented assignment or a subscript store (both
+  *update* the previous binding), a parameter;
+- a use reads the latest definition of its name before it in the same scope, else the
+  enclosing scopes' last one;
+- `Info` of a value is the union over what it reads: split *sides* (train/val/test),
+  *origins* (the definitions it derives from, transitively) and *taints* (the fit,
+  statistic or resampling nodes whose result flows into it);
+- split calls (`train_test_split`, `random_split`, `KFold().split`), slices assigned to
+  train/test names, `Subset`, and datasets built with `train=False` / `split="test"` give
+  sides; same-file function calls give the info of what the function returns.
+
+Nothing unknown is guessed: a parameter without call sites has empty info, and rules stay
+silent on empty info.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from torch_preflight.core.names import dotted, tail
+from torch_preflight.core.semantic import ModuleModel
+from torch_preflight.core.source import Span
+
+TRAIN, VAL, TEST = "train", "val", "test"
+_SIDE_WORDS = (
+    (TEST, re.compile(r"test|holdout|hold_out|tst", re.I)),
+    (VAL, re.compile(r"(^|_|[a-z])val(id|idation)?($|_|s|set|[A-Z0-9])|(^|_)dev($|_)|Val", re.I)),
+    (TRAIN, re.compile(r"train|trn", re.I)),
+)
+SPLIT_FUNCTIONS = frozenset(
+    {
+        "sklearn.model_selection.train_test_split",
+        "sklearn.cross_validation.train_test_split",
+        "torch.utils.data.random_split",
+        "torch.utils.data.dataset.random_split",
+    }
+)
+CV_FUNCTIONS = frozenset(
+    {
+        "sklearn.model_selection.cross_val_score",
+        "sklearn.model_selection.cross_validate",
+        "sklearn.model_selection.cross_val_predict",
+    }
+)
+SPLITTER_CLASS = re.compile(r"^(Repeated)?(Stratified)?(Group)?(KFold|ShuffleSplit|LeaveOneOut|LeaveOneGroupOut|LeavePOut|TimeSeriesSplit|PredefinedSplit)$")
+TRANSFORMER_CLASS = re.compile(
+    r"^(StandardScaler|MinMaxScaler|MaxAbsScaler|RobustScaler|QuantileTransformer|PowerTransformer|KBinsDiscretizer|Normalizer_?|"
+    r"PCA|IncrementalPCA|KernelPCA|TruncatedSVD|FastICA|NMF|LatentDirichletAllocation|"
+    r"SelectKBest|SelectPercentile|SelectFpr|SelectFdr|SelectFwe|GenericUnivariateSelect|VarianceThreshold|RFE|RFECV|SelectFromModel|"
+    r"TfidfVectorizer|TfidfTransformer|CountVectorizer|HashingVectorizer_?|SimpleImputer|KNNImputer|IterativeImputer|TargetEncoder)$"
+)
+OVERSAMPLER_CLASS = re.compile(r"^(SMOTE|SMOTEN|SMOTENC|SVMSMOTE|BorderlineSMOTE|KMeansSMOTE|ADASYN|RandomOverSampler|SMOTETomek|SMOTEENN)$")
+STAT_METHODS = frozenset({"mean", "std", "var", "min", "max", "nanmean", "nanstd", "amin", "amax", "median", "quantile", "percentile"})
+_Pos = tuple[int, int]
+
+
+def side_of_name(name: str) -> str | None:
+    last = tail(name)
+    for side, pattern in _SIDE_WORDS:
+        if pattern.search(last):
+            return side
+    return None
+
+
+def pos(node: ast.AST) -> _Pos:
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+
+def end(node: ast.AST) -> _Pos:
+    return (node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, eq=False)
+class Def:
+    name: str
+    scope: str
+    at: _Pos  # where the binding takes effect (end of its statement)
+    value: ast.expr | None
+    kind: str  # assign | for | update | param | with
+    index: int | None = None  # position in a tuple target
+    arity: int | None = None
+    stmt: ast.AST | None = None
+
+
+@dataclass(frozen=True)
+class Info:
+    sides: frozenset[str] = frozenset()
+    origins: frozenset[Def] = frozenset()
+    taints: frozenset[ast.AST] = frozenset()
+
+    def __or__(self, other: Info) -> Info:
+        return Info(self.sides | other.sides, self.origins | other.origins, self.taints | other.taints)
+
+    @property
+    def split(self) -> bool:
+        return bool(self.sides)
+
+
+EMPTY = Info()
+
+
+@dataclass
+class Scope:
+    qualname: str
+    node: ast.AST
+    parent: str | None
+    owner: str | None = None  # class qualname for methods
+    defs: dict[str, list[Def]] = field(default_factory=dict)
+    returns: list[ast.expr] = field(default_factory=list)
+    calls: list[ast.Call] = field(default_factory=list)
+
+
+class DataFlow:
+    """Provenance facts for one module; build once per model with `DataFlow.of(model)`."""
+
+    def __init__(self, model: ModuleModel) -> None:
+        self.model = model
+        self.imports = model.imports
+        self.scopes: dict[str, Scope] = {}
+        self.scope_of_node: dict[int, str] = {}
+        self.for_nodes: dict[int, ast.For | ast.AsyncFor] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        self._info: dict[tuple[int, str, int | None], Info] = {}
+        self._def_info: dict[int, Info] = {}
+        self._busy: set[int] = set()
+        self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
+        if model.tree is not None:
+            self._index(model.tree, "", None, None)
+
+    @classmethod
+    def of(cls, model: ModuleModel) -> DataFlow:
+        cached = model.__dict__.get("_tpf_dataflow")
+        if cached is None:
+            cached = cls(model)
+            model.__dict__["_tpf_dataflow"] = cached
+        return cached
+
+    # --- indexing -----------------------------------------------------------------------
+
+    def _index(self, node: ast.AST, qualname: str, parent: str | None, owner: str | None) -> None:
+        scope = Scope(qualname, node, parent, owner)
+        self.scopes[qualname] = scope
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = node.args
+            for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+                if a is not None:
+                    self._add(scope, Def(a.arg, qualname, pos(node), None, "param"))
+            body: list[ast.AST] = list(node.body) if isinstance(node.body, list) else [node.body]
+        else:
+            body = list(getattr(node, "body", []))
+        for stmt in body:
+            self._walk(stmt, scope)
+
+    def _child_name(self, scope: Scope, name: str, owner: str | None) -> str:
+        prefix = owner or scope.qualname
+        return f"{prefix}.{name}" if prefix else name
+
+    def _walk(self, node: ast.AST, scope: Scope) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                self._walk(d, scope)
+            self._index(node, self._child_name(scope, node.name, None), scope.qualname or None, None)
+            return
+        if isinstance(node, ast.ClassDef):
+            qualname = self._child_name(scope, node.name, None)
+            self.classes[qualname] = node
+            for stmt in node.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._index(stmt, f"{qualname}.{stmt.name}", None, qualname)
+                else:
+                    self._walk(stmt, scope)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        self.scope_of_node[id(node)] = scope.qualname
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                self._bind(scope, target, node.value, node)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self._bind(scope, node.target, node.value, node)
+        elif isinstance(node, ast.AugAssign):
+            name = dotted(node.target)
+            if name:
+                self._add(scope, Def(name, scope.qualname, end(node), node.value, "update", stmt=node))
+        elif isinstance(node, ast.NamedExpr):
+            self._bind(scope, node.target, node.value, node)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.for_nodes[node.lineno - 1] = node
+            self._bind(scope, node.target, node.iter, node, kind="for", at=end(node.iter))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    self._bind(scope, item.optional_vars, item.context_expr, node, kind="with", at=end(item.context_expr))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            scope.returns.append(node.value)
+        elif isinstance(node, ast.Call):
+            scope.calls.append(node)
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in ("fit", "fit_transform") and dotted(func.value):
+                self.fits.append((dotted(func.value) or "", scope.qualname, pos(node), node))
+        for child in ast.iter_child_nodes(node):
+            self._walk(child, scope)
+
+    def _bind(self, scope: Scope, target: ast.AST, value: ast.expr, stmt: ast.AST, kind: str = "assign", at: _Pos | None = None) -> None:
+        at = at or end(stmt)
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            for i, elt in enumerate(elts):
+                if isinstance(elt, ast.Starred):
+                    elt = elt.value
+                name = dotted(elt)
+                if name:
+                    self._add(scope, Def(name, scope.qualname, at, value, kind, i, len(elts), stmt))
+                elif isinstance(elt, (ast.Tuple, ast.List)):
+                    for sub in elt.elts:  # nested: (a, (b, c)) = ... keeps the outer position only
+                        subname = dotted(sub)
+                        if subname:
+                            self._add(scope, Def(subname, scope.qualname, at, value, kind, i, len(elts), stmt))
+            return
+        if isinstance(target, ast.Subscript):
+            base = target.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            name = dotted(base)
+            if name:
+                self._add(scope, Def(name, scope.qualname, at, value, "update", stmt=stmt))
+            return
+        name = dotted(target)
+        if name:
+            self._add(scope, Def(name, scope.qualname, at, value, kind, stmt=stmt))
+
+    @staticmethod
+    def _add(scope: Scope, d: Def) -> None:
+        scope.defs.setdefault(d.name, []).append(d)
+
+    # --- lookups ------------------------------------------------------------------------
+
+    def scope_at(self, node: ast.AST) -> str:
+        return self.scope_of_node.get(id(node), "")
+
+    def reaching(self, name: str, scope: str, at: _Pos) -> Def | None:
+        """The definition of `name` a use at `at` in `scope` reads, if the file shows one."""
+        current: str | None = scope
+        first = True
+        while current is not None:
+            sc = self.scopes.get(current)
+            if sc is None:
+                break
+            defs = sc.defs.get(name, [])
+            if first:
+                before = [d for d in defs if d.at <= at or d.kind == "param"]
+                if before:
+                    real = [d for d in before if d.kind != "param"]
+                    return real[-1] if real else before[-1]
+            elif defs:
+                return defs[-1]
+            if name.startswith("self.") and sc.owner:
+                for method in self.scopes.values():
+                    if method.owner == sc.owner and method.qualname != current and name in method.defs:
+                        return method.defs[name][-1]
+            first = False
+            current = sc.parent if sc.parent is not None else ("" if current else None)
+        return None
+
+    def defs_in(self, scope: str) -> Iterator[Def]:
+        sc = self.scopes.get(scope)
+        if sc:
+            for defs in sc.defs.values():
+                yield from defs
+
+    def all_defs(self) -> Iterator[Def]:
+        for scope in self.scopes:
+            yield from self.defs_in(scope)
+
+    def local_function(self, callee: str | None, scope: str) -> Scope | None:
+        if not callee or "." in callee:
+            return None
+        current: str | None = scope
+        while current is not None:
+            candidate = f"{current}.{callee}" if current else callee
+            if candidate in self.scopes and isinstance(self.scopes[candidate].node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return self.scopes[candidate]
+            sc = self.scopes.get(current)
+            current = sc.parent if sc and sc.parent is not None else ("" if current else None)
+        return None
+
+    def resolve_call(self, call: ast.Call) -> str | None:
+        name = dotted(call.func)
+        return self.imports.resolve(name) if name else None
+
+    def constructor(self, name: str, scope: str, at: _Pos) -> str | None:
+        """The resolved class a name was built from (`sc = StandardScaler()` -> sklearn...)."""
+        d = self.reaching(name, scope, at)
+        if d is None or d.value is None or d.index is not None:
+            return None
+        value = d.value
+        if isinstance(value, ast.Call):
+            return self.resolve_call(value)
+        return None
+
+    # --- provenance ---------------------------------------------------------------------
+
+    def info(self, expr: ast.AST | None, scope: str, _depth: int = 0) -> Info:
+        if expr is None or _depth > 12:
+            return EMPTY
+        key = (id(expr), scope, None)
+        cached = self._info.get(key)
+        if cached is not None:
+            return cached
+        result = self._info_expr(expr, scope, _depth)
+        self._info[key] = result
+        return result
+
+    def _info_expr(self, expr: ast.AST, scope: str, depth: int) -> Info:
+        name = dotted(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+        if name:
+            d = self.reaching(name, scope, pos(expr))
+            if d is None and "." in name:
+                return self.info(expr.value, scope, depth + 1) if isinstance(expr, ast.Attribute) else EMPTY  # type: ignore[union-attr]
+            return self.def_info(d, depth + 1) | Info(origins=frozenset({d})) if d else EMPTY
+        out = EMPTY
+        if isinstance(expr, ast.Call):
+            if self.taint_kind(expr, scope):
+                out = Info(taints=frozenset({expr}))
+            fitted = self.fitted_by(expr, scope)
+            if fitted is not None:
+                out = out | Info(taints=frozenset({fitted}))
+            callee = self.resolve_call(expr)
+            side = _keyword_side(expr)
+            if side:
+                out = out | Info(sides=frozenset({side}))
+            fn = self.local_function(callee, scope)
+            if fn is not None and depth < 8:
+                for ret in fn.returns:
+                    out = out | self.info(ret, fn.qualname, depth + 1)
+            func = expr.func
+            if isinstance(func, ast.Attribute):
+                out = out | self.info(func.value, scope, depth + 1)
+            for arg in (*expr.args, *(k.value for k in expr.keywords)):
+                out = out | self.info(arg.value if isinstance(arg, ast.Starred) else arg, scope, depth + 1)
+            return out
+        if isinstance(expr, (ast.Lambda, ast.FunctionDef)):
+            return out
+        for child in ast.iter_child_nodes(expr):
+            if isinstance(child, (ast.expr, ast.comprehension, ast.keyword, ast.slice)):  # type: ignore[attr-defined]
+                out = out | self.info(child, scope, depth + 1)
+        return out
+
+    def def_info(self, d: Def, _depth: int = 0) -> Info:
+        cached = self._def_info.get(id(d))
+        if cached is not None:
+            return cached
+        if id(d) in self._busy or _depth > 12:
+            return EMPTY
+        self._busy.add(id(d))
+        try:
+            result = self._compute_def(d, _depth)
+        finally:
+            self._busy.discard(id(d))
+        self._def_info[id(d)] = result
+        return result
+
+    def _compute_def(self, d: Def, depth: int) -> Info:
+        if d.kind == "param":
+            return self._param_info(d, depth)
+        if d.value is None:
+            return EMPTY
+        value = d.value
+        if d.kind == "for":
+            value = unwrap_iter(value)
+        if d.index is not None and isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == d.arity:
+            return self.info(value.elts[d.index], d.scope, depth + 1)
+        base = self.info(value, d.scope, depth + 1)
+        if d.kind == "update":
+            previous = self._previous(d)
+            if previous is not None:
+                base = base | self.def_info(previous, depth + 1) | Info(origins=frozenset({previous}))
+        split = self.split_input(value, d.scope)
+        if split is not None and d.index is not None:
+            side = side_of_name(d.name) or _position_side(split[1], d.index, d.arity or 0)
+            if side:
+                return Info(frozenset({side}), base.origins, base.taints)
+        if not base.sides and _is_partition(value):
+            side = side_of_name(d.name)
+            if side:
+                return Info(frozenset({side}), base.origins, base.taints)
+        return base
+
+    def _param_info(self, d: Def, depth: int) -> Info:
+        """A plain function's parameter: the union of what its same-file call sites pass."""
+        sc = self.scopes.get(d.scope)
+        if sc is None or sc.owner or not isinstance(sc.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 8:
+            return EMPTY
+        args = sc.node.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        index = positional.index(d.name) if d.name in positional else None
+        out = EMPTY
+        for caller, call in self._call_sites().get(id(sc), ()):  # same-file call sites, in file order
+            passed: ast.expr | None = None
+            if index is not None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                passed = call.args[index]
+            for keyword in call.keywords:
+                if keyword.arg == d.name:
+                    passed = keyword.value
+            if passed is not None:
+                out = out | self.info(passed, caller.qualname, depth + 1)
+        return out
+
+    def _call_sites(self) -> dict[int, list[tuple[Scope, ast.Call]]]:
+        """id(callee scope) -> its same-file call sites (caller scope, call), in the order
+        the scopes and their calls were indexed; built once, on first use."""
+        sites = self.__dict__.get("_sites")
+        if sites is None:
+            sites = {}
+            for caller in self.scopes.values():
+                for call in caller.calls:
+                    func = call.func
+                    if not isinstance(func, ast.Name):  # local_function() takes plain names only
+                        continue
+                    callee = self.local_function(func.id, caller.qualname)
+                    if callee is not None:
+                        sites.setdefault(id(callee), []).append((caller, call))
+            self.__dict__["_sites"] = sites
+        return sites
+
+    def _previous(self, d: Def) -> Def | None:
+        sc = self.scopes.get(d.scope)
+        defs = sc.defs.get(d.name, []) if sc else []
+        earlier = [x for x in defs if x.at < d.at and x is not d]
+        return earlier[-1] if earlier else None
+
+    # --- taints: fitted statistics and resampling ----------------------------------------
+
+    def taint_kind(self, call: ast.Call, scope: str) -> str | None:
+        """"fit" (a transformer fitted on data), "stat" (a dataset statistic) or
+        "resample" (oversampling that copies rows), else None."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            if method in ("fit", "fit_transform") and call.args and self.is_transformer(func.value, scope, pos(call)):
+                return "fit"
+            if method == "fit_resample" and call.args and self.is_oversampler(func.value, scope, pos(call)):
+                return "resample"
+            if method in STAT_METHODS and not self.imports.is_imported(dotted(func.value) or "") and _global_axis(call, 0):
+                return "stat"
+        callee = self.resolve_call(call)
+        if callee and tail(callee) in STAT_METHODS and callee.split(".")[0] in ("numpy", "torch") and call.args and _global_axis(call, 1):
+            return "stat"
+        if callee in ("sklearn.utils.resample", "sklearn.utils._indexing.resample") and call.args:
+            replace = next((k.value for k in call.keywords if k.arg == "replace"), None)
+            if not (isinstance(replace, ast.Constant) and replace.value is False):
+                return "resample"
+        return None
+
+    def tainted_input(self, call: ast.Call) -> ast.expr | None:
+        """The data a taint node reads: the fitted / resampled array or the statistic's receiver."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in STAT_METHODS and not self.imports.is_imported(dotted(func.value) or ""):
+            return func.value
+        return call.args[0] if call.args else None
+
+    def fitted_by(self, call: ast.Call, scope: str) -> ast.Call | None:
+        """For `sc.transform(x)`: the call that fitted `sc` before, when the file shows one."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("transform", "inverse_transform")):
+            return None
+        name = dotted(func.value)
+        if not name:
+            return None
+        at = pos(call)
+        chain = self._scope_chain(scope)
+        best: tuple[_Pos, ast.Call] | None = None
+        for obj, fit_scope, where, fit in self.fits:
+            if obj == name and fit_scope in chain and (fit_scope != scope or where < at) and self.taint_kind(fit, fit_scope) == "fit":
+                if best is None or where > best[0]:
+                    best = (where, fit)
+        return best[1] if best else None
+
+    def _scope_chain(self, scope: str) -> list[str]:
+        chain: list[str] = []
+        current: str | None = scope
+        while current is not None:
+            chain.append(current)
+            sc = self.scopes.get(current)
+            current = sc.parent if sc and sc.parent is not None else ("" if current else None)
+        return chain
+
+    def built_from(self, receiver: ast.expr, scope: str, at: _Pos) -> str | None:
+        if isinstance(receiver, ast.Call):
+            return self.resolve_call(receiver)
+        name = dotted(receiver)
+        return self.constructor(name, scope, at) if name else None
+
+    def is_transformer(self, receiver: ast.expr, scope: str, at: _Pos) -> bool:
+        ctor = self.built_from(receiver, scope, at)
+        return bool(ctor and TRANSFORMER_CLASS.match(tail(ctor)))
+
+    def is_oversampler(self, receiver: ast.expr, scope: str, at: _Pos) -> bool:
+        ctor = self.built_from(receiver, scope, at)
+        return bool(ctor and OVERSAMPLER_CLASS.match(tail(ctor)))
+
+    def split_input(self, expr: ast.AST, scope: str) -> tuple[ast.expr, str] | None:
+        """(the data being split, the splitter kind) when `expr` is a split call."""
+        if not isinstance(expr, ast.Call):
+            return None
+        callee = self.resolve_call(expr)
+        if callee in SPLIT_FUNCTIONS or tail(callee) in ("train_test_split", "random_split"):
+            if expr.args:
+                return (expr.args[0], "random_split" if tail(callee) == "random_split" else "train_test_split")
+            return None
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr == "split" and expr.args:
+            receiver = func.value
+            ctor = self.resolve_call(receiver) if isinstance(receiver, ast.Call) else None
+            if ctor is None and dotted(receiver):
+                ctor = self.constructor(dotted(receiver) or "", scope, pos(expr))
+            if ctor and SPLITTER_CLASS.match(tail(ctor)):
+                return (expr.args[0], "kfold")
+        return None
+
+    def cv_input(self, expr: ast.Call, scope: str) -> ast.expr | None:
+        """The data a cross-validation call splits internally."""
+        callee = self.resolve_call(expr)
+        if (callee in CV_FUNCTIONS or tail(callee) in ("cross_val_score", "cross_validate", "cross_val_predict")) and len(expr.args) >= 2:
+            return expr.args[1]
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr == "fit" and expr.args:
+            receiver = func.value
+            ctor = self.resolve_call(receiver) if isinstance(receiver, ast.Call) else self.constructor(dotted(receiver) or "", scope, pos(expr))
+            if ctor and tail(ctor).endswith("SearchCV"):
+                return expr.args[0]
+        return None
+
+    def split_points(self) -> Iterator[tuple[ast.expr, str, ast.AST]]:
+        """Every place data gets split: (input, scope, the split node)."""
+        seen: set[int] = set()
+        for d in self.all_defs():
+            if d.value is None or id(d.value) in seen:
+                continue
+            value = unwrap_iter(d.value) if d.kind == "for" else d.value
+            split = self.split_input(value, d.scope)
+            if split is not None:
+                seen.add(id(d.value))
+                yield split[0], d.scope, value
+            elif _is_partition(d.value) and side_of_name(d.name) and isinstance(d.value, ast.Subscript):
+                seen.add(id(d.value))
+                yield d.value.value, d.scope, d.value
+        for sc in self.scopes.values():
+            for call in sc.calls:
+                cv = self.cv_input(call, sc.qualname)
+                if cv is not None:
+                    yield cv, sc.qualname, call
+
+    def leak_site(self, taint: ast.Call, scope: str, sides: frozenset[str]) -> ast.AST | None:
+        """Where the result of `taint`, computed on unsplit data, reaches a part on `sides`
+        derived from that same data (or goes into cross-validation); None when nowhere."""
+        data = self.tainted_input(taint)
+        data_info = self.info(data, scope)
+        if data is None or data_info.sides:
+            return None
+        lineage: set[Def] = set(data_info.origins)
+        name = dotted(data)
+        if name:
+            d = self.reaching(name, scope, pos(data))
+            if d is not None:
+                lineage.add(d)
+        if not lineage:
+            return None
+        for d in self.all_defs():
+            info = self.def_info(d)
+            if taint in info.taints and info.sides & sides and info.origins & lineage and d.stmt is not None:
+                return d.stmt
+        for data_in, split_scope, node in self.split_points():
+            info = self.info(data_in, split_scope)
+            if taint in info.taints and (info.origins & lineage or data_in is data):
+                return node
+        return None
+
+    def split_sides(self) -> frozenset[str]:
+        """The sides any value in the file is known to come from."""
+        sides: set[str] = set()
+        for d in self.all_defs():
+            sides |= self.def_info(d).sides
+        return frozenset(sides)
+
+
+def _global_axis(call: ast.Call, positional: int) -> bool:
+    """A statistic over the sample axis (no axis, axis 0/None, or a tuple holding 0): the
+    kind that mixes rows. Per-row statistics (axis=1, dim=-1) are not dataset statistics."""
+    axis: ast.expr | None = None
+    for keyword in call.keywords:
+        if keyword.arg in ("axis", "dim"):
+            axis = keyword.value
+    if axis is None and len(call.args) > positional:
+        axis = call.args[positional]
+    if axis is None:
+        return True
+    if isinstance(axis, ast.Constant):
+        return axis.value is None or axis.value == 0
+    if isinstance(axis, (ast.Tuple, ast.List)):
+        return any(isinstance(e, ast.Constant) and e.value == 0 for e in axis.elts)
+    return False
+
+
+def unwrap_iter(value: ast.expr) -> ast.expr:
+    """`enumerate(x)`, `tqdm(x)`, `zip(x, ...)`'s first argument: what a loop really iterates."""
+    while isinstance(value, ast.Call) and value.args and tail(dotted(value.func)) in ("enumerate", "tqdm", "iter", "list", "trange"):
+        value = value.args[0]
+    return value
+
+
+def _keyword_side(call: ast.Call) -> str | None:
+    for keyword in call.keywords:
+        if keyword.arg == "train" and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, bool):
+            return TRAIN if keyword.value.value else TEST
+        if keyword.arg in ("split", "subset") and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str):
+            word = keyword.value.value.split("[")[0].lower()
+            if word in ("test", "testing", "eval"):
+                return TEST
+            if word in ("val", "valid", "validation", "dev"):
+                return VAL
+            if word in ("train", "training"):
+                return TRAIN
+    return None
+
+
+def _position_side(kind: str, index: int, arity: int) -> str | None:
+    if kind == "train_test_split":
+        return TRAIN if index % 2 == 0 else TEST
+    if kind == "kfold":
+        return TRAIN if index == 0 else TEST
+    if kind == "random_split":
+        if arity == 2:
+            return (TRAIN, TEST)[index]
+        if arity == 3:
+            return (TRAIN, VAL, TEST)[index]
+    return None
+
+
+def _is_partition(value: ast.expr) -> bool:
+    """A slice, a row sample or a Subset of something: one part of a whole."""
+    if isinstance(value, ast.Subscript):
+        sl = value.slice
+        return isinstance(sl, ast.Slice) or (isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts)) or isinstance(
+            sl, (ast.Name, ast.Attribute, ast.Call)
+        )
+    if isinstance(value, ast.Call):
+        name = tail(dotted(value.func))
+        return name in ("Subset", "sample", "drop", "iloc", "loc", "take", "select", "head", "tail")
+    return False
+
+
+def span_of(model: ModuleModel, node: ast.AST) -> Span:
+    source = model.source
+    line = node.lineno - 1  # type: ignore[attr-defined]
+    end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
+    col = source.char_col(line, node.col_offset)  # type: ignore[attr-defined]
+    end_col = source.char_col(end_line, getattr(node, "end_col_offset", None) or 0)
+    return Span.of(line, col, end_line, end_col)
+
+
+# --- nn.Module facts -----------------------------------------------------------------------
+
+NOT_MODULES = frozenset({"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter", "UninitializedBuffer"})
+
+
+def is_module_constructor(flow: DataFlow, node: ast.AST | None, scope: str, _depth: int = 0) -> bool:
+    """True when `node` builds an `nn.Module` (torch.nn layers, same-file Module classes,
+    torchvision/timm models), or names a local bound to one."""
+    if node is None or _depth > 4:
+        return False
+    if isinstance(node, ast.Call):
+        callee = flow.resolve_call(node)
+        if not callee:
+            return False
+        last = tail(callee)
+        if callee.startswith("torch.nn.") and last[:1].isupper() and last not in NOT_MODULES:
+            return not callee.startswith(("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.parameter."))
+        if callee.startswith(("torchvision.models.", "timm.create_model")):
+            return True
+        return flow.model.is_module_class(callee)
+    if isinstance(node, ast.Name):
+        d = flow.reaching(node.id, scope, pos(node))
+        if d is not None and d.kind == "assign" and d.index is None:
+            return is_module_constructor(flow, d.value, d.scope, _depth + 1)
+    return False
+
+
+def class_method(flow: DataFlow, cls: str, method: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    node = flow.classes.get(cls)
+    if node is None:
+        return None
+    for stmt in node.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == method:
+            return stmt
+    return None
+
+
+def walk_function(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function body, not descending into nested functions or classes."""
+    stack = list(reversed(getattr(fn, "body", [])))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))

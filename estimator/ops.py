@@ -1,0 +1,1088 @@
+"""What calls do: torch functions, tensor methods, nn layer constructors and their forward()."""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import TYPE_CHECKING, Any
+
+from torch_preflight.estimator import catalog
+from torch_preflight.estimator.values import (
+    DTYPE_ALIASES,
+    UNKNOWN,
+    ContextValue,
+    Dataset,
+    Function,
+    Loader,
+    Module,
+    Obj,
+    Optimizer,
+    ParamValue,
+    Qualified,
+    Tensor,
+    Transform,
+    Unknown,
+    is_unknown,
+)
+
+if TYPE_CHECKING:
+    from torch_preflight.estimator.interp import Interpreter
+
+SAVE_OUTPUT = {"relu", "relu6", "tanh", "sigmoid", "elu", "softmax", "log_softmax", "exp", "hardtanh"}
+SAVE_INPUT = {"gelu", "silu", "leaky_relu", "mish", "softplus", "hardswish", "hardsigmoid", "selu", "celu", "sin", "cos", "log", "rsqrt", "sqrt", "abs", "pow"}
+ACTIVATION_LAYERS = {
+    "ReLU": "relu", "ReLU6": "relu6", "Tanh": "tanh", "Sigmoid": "sigmoid", "ELU": "elu", "GELU": "gelu", "SiLU": "silu",
+    "LeakyReLU": "leaky_relu", "Mish": "mish", "Softplus": "softplus", "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid",
+    "SELU": "selu", "CELU": "celu", "PReLU": "leaky_relu",
+}
+DATASETS = {
+    "MNIST": ((1, 28, 28), 10), "FashionMNIST": ((1, 28, 28), 10), "KMNIST": ((1, 28, 28), 10), "EMNIST": ((1, 28, 28), 47),
+    "CIFAR10": ((3, 32, 32), 10), "CIFAR100": ((3, 32, 32), 100), "SVHN": ((3, 32, 32), 10), "STL10": ((3, 96, 96), 10),
+    "ImageNet": ((3, 224, 224), 1000), "ImageFolder": ((3, 224, 224), 1000), "FakeData": ((3, 224, 224), 10),
+}
+
+# torchvision transforms that keep the image's shape (anything else, e.g. Grayscale or Lambda, makes it unknown)
+SHAPE_KEEPING_TRANSFORMS = {
+    "Normalize", "RandomHorizontalFlip", "RandomVerticalFlip", "RandomRotation", "ColorJitter", "RandomAffine", "AutoAugment",
+    "RandAugment", "TrivialAugmentWide", "AugMix", "RandomErasing", "ConvertImageDtype", "ToDtype", "GaussianBlur",
+    "RandomPerspective", "RandomInvert", "RandomPosterize", "RandomSolarize", "RandomAdjustSharpness", "RandomAutocontrast",
+    "RandomEqualize",
+}
+
+
+def dtype_of(value: Any) -> str | None:
+    if isinstance(value, Qualified):
+        return DTYPE_ALIASES.get(value.name.rsplit(".", 1)[-1])
+    if isinstance(value, str):
+        return DTYPE_ALIASES.get(value)
+    return None
+
+
+def ints(values: list[Any]) -> tuple[int, ...] | None:
+    if len(values) == 1 and isinstance(values[0], (tuple, list)):
+        values = list(values[0])
+    if len(values) == 1 and isinstance(values[0], Obj) and values[0].type == "shape":
+        values = list(values[0].attrs["dims"])
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return tuple(values)
+    return None
+
+
+def norm_dim(d: int, n: int) -> int:
+    return d + n if d < 0 else d
+
+
+# ---- qualified calls ---------------------------------------------------------------------------------
+def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
+    short = name.rsplit(".", 1)[-1]
+    if name.startswith(("torch.nn.", "nn.")) and short in catalog.SIGNATURES and not name.startswith("torch.nn.functional"):
+        return construct(it, short, args, kwargs, node, line, col)
+    if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+        t = args[0] if args else kwargs.get("data")
+        if isinstance(t, Tensor):
+            return ParamValue(t.shape)
+        if isinstance(t, ParamValue):
+            return ParamValue(t.shape)
+        it.problem("nn.Parameter of an unknown shape", node)
+        return UNKNOWN
+    if name.startswith("torch.optim.") or name.startswith("bitsandbytes.optim."):
+        return make_optimizer(it, short, name, args, kwargs, line)
+    if short == "GradScaler":
+        return Obj("GradScaler")
+    if name in ("torch.no_grad", "torch.inference_mode"):
+        return ContextValue("no_grad")
+    if name in ("torch.enable_grad",):
+        return ContextValue("enable_grad")
+    if name in ("torch.set_grad_enabled",):
+        return ContextValue("enable_grad" if args and args[0] is True else "no_grad")
+    if name in ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"):
+        dtype = dtype_of(kwargs.get("dtype"))
+        if dtype is None:
+            device = args[0] if args else kwargs.get("device_type", "cuda" if "cuda" in name else "cpu")
+            dtype = "bfloat16" if device == "cpu" or "cpu" in name else "float16"
+        return ContextValue("autocast", dtype, kwargs.get("enabled", True) is not False)
+    if name in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
+        ds = args[0] if args else kwargs.get("dataset")
+        bs = kwargs.get("batch_size", args[1] if len(args) > 1 else 1)
+        if not isinstance(bs, int):
+            it.problem("DataLoader batch_size is not known", node)
+            bs = it.batch_override or 1
+        else:
+            it.batch_sizes.append((bs, line))
+        if it.batch_override:
+            bs = it.batch_override
+        guessed = "collate_fn" in kwargs or (isinstance(ds, Dataset) and ds.guessed) or it.guessing > 0
+        return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed)
+    if name == "torch.utils.data.TensorDataset":
+        sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
+        return Dataset(sample, "TensorDataset", guessed=it.guessing > 0 or len(sample) != len(args))
+    if name.startswith("torchvision.datasets."):
+        shape, classes = DATASETS.get(short, ((3, 224, 224), 1000))
+        tf = kwargs.get("transform")
+        # the sample shape is known for the fixed-size datasets, or when the transform crops to a fixed size
+        square = short in DATASETS and short not in ("ImageFolder", "ImageNet", "FakeData")
+        known = square and isinstance(tf, Transform) and tf.exact and tf.to_tensor and (tf.size is None or tf.square_only is False or square)
+        if isinstance(tf, Transform) and tf.size:
+            shape = (shape[0], *tf.size)
+            known = known or (short in ("ImageFolder", "ImageNet") and tf.exact and tf.to_tensor and not tf.square_only)
+        if short == "FakeData" or len(args) > 4:
+            known = False
+        it.assume(f"{short} samples are {shape} images", line)
+        _ = classes
+        return Dataset(((shape, "float32"), ((), "int64")), short, guessed=not known or it.guessing > 0)
+    if name.startswith("torchvision.transforms."):
+        if short in ("Compose",):
+            size = None
+            square_only = False
+            items = args[0] if args and isinstance(args[0], (list, tuple)) else None
+            exact = items is not None and all(isinstance(t, Transform) and t.exact for t in items)
+            to_tensor = False
+            for t in items or []:
+                if isinstance(t, Transform) and t.size:
+                    size, square_only = t.size, t.square_only
+                to_tensor = to_tensor or (isinstance(t, Transform) and t.to_tensor)
+            return Transform(size, to_tensor=to_tensor, exact=exact, square_only=square_only)
+        if short in ("RandomResizedCrop", "CenterCrop", "Resize", "RandomCrop"):
+            s = args[0] if args else kwargs.get("size")
+            if isinstance(s, int):
+                # Resize(int) scales the shorter side: the output is square only for square images
+                return Transform((s, s), square_only=short == "Resize")
+            if isinstance(s, (tuple, list)) and len(s) == 2 and all(isinstance(v, int) for v in s):
+                return Transform((s[0], s[1]))
+            return Transform(exact=False)
+        if short in ("ToTensor", "PILToTensor", "ToImage"):
+            return Transform(to_tensor=True)
+        return Transform(exact=short in SHAPE_KEEPING_TRANSFORMS)
+    if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
+        return checkpoint(it, args, kwargs, node)
+    if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
+        return torch_function(it, short, name, args, kwargs, node)
+    if name in ("dataclasses.field", "field"):
+        if "default" in kwargs:
+            return Obj("field", {"default": kwargs["default"]})
+        factory = kwargs.get("default_factory")
+        return Obj("field", {"default": it.call(factory, [], {}, node) if factory is not None else UNKNOWN})
+    if name in ("types.SimpleNamespace", "argparse.Namespace"):
+        return Obj("SimpleNamespace", dict(kwargs))
+    if name.startswith("math."):
+        fn = getattr(math, short, None)
+        if fn is not None and all(isinstance(a, (int, float)) for a in args):
+            try:
+                return fn(*args)
+            except Exception:
+                return UNKNOWN
+        return UNKNOWN
+    return builtin(it, name, args, kwargs, node)
+
+
+def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    if name == "range":
+        if all(isinstance(a, int) for a in args):
+            return range(*args)
+        return UNKNOWN
+    if name == "len":
+        v = args[0] if args else None
+        if isinstance(v, Tensor):
+            return v.shape[0] if v.shape else UNKNOWN
+        if isinstance(v, Module):
+            return len(v.children)
+        if isinstance(v, Obj) and v.type == "shape":
+            return len(v.attrs["dims"])
+        try:
+            return len(v)  # type: ignore[arg-type]
+        except Exception:
+            return UNKNOWN
+    if name == "super":
+        return Obj("super")
+    if name in ("int", "float", "bool", "str", "abs", "round"):
+        if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
+            try:
+                fn: Any = {"int": int, "float": float, "bool": bool, "str": str, "abs": abs, "round": round}[name]
+                return fn(*args)
+            except Exception:
+                return UNKNOWN
+        return UNKNOWN if args else {"int": 0, "float": 0.0, "bool": False, "str": "", "abs": UNKNOWN, "round": UNKNOWN}[name]
+    if name in ("min", "max", "sum", "sorted", "any", "all", "divmod", "pow"):
+        vals = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, range)) else args
+        if (vals and all(isinstance(v, (int, float)) for v in vals)) or (name in ("sum", "any", "all", "sorted") and all(isinstance(v, (int, float)) for v in vals)):
+            try:
+                if name in ("divmod", "pow"):
+                    return (divmod if name == "divmod" else pow)(*vals)
+                reducer: Any = {"min": min, "max": max, "sum": sum, "sorted": sorted, "any": any, "all": all}[name]
+                return reducer(vals)
+            except Exception:
+                return UNKNOWN
+        if name == "sum" and vals and all(isinstance(v, Tensor) for v in vals):
+            out = vals[0]
+            for v in vals[1:]:
+                out = it.tensor_binop(ast.Add(), out, v, False)
+            return out
+        return UNKNOWN
+    if name in ("list", "tuple"):
+        if not args:
+            return [] if name == "list" else ()
+        items = it.iterate(args[0], node) if not isinstance(args[0], Obj) or args[0].type != "shape" else list(args[0].attrs["dims"])
+        if items is None:
+            return UNKNOWN
+        return list(items) if name == "list" else tuple(items)
+    if name == "dict":
+        return dict(kwargs)
+    if name in ("enumerate", "zip"):
+        seqs = [it.iterate(a, node) for a in args]
+        if any(s is None for s in seqs):
+            return UNKNOWN
+        items = list(enumerate(seqs[0])) if name == "enumerate" else list(zip(*seqs, strict=False))  # type: ignore[arg-type]
+        return Obj(name, {"items": items})
+    if name == "reversed":
+        seq = it.iterate(args[0], node) if args else None
+        return list(reversed(seq)) if seq is not None else UNKNOWN
+    if name == "isinstance":
+        return UNKNOWN
+    if name in ("getattr",):
+        if len(args) >= 2 and isinstance(args[1], str):
+            value = it.getattr(args[0], args[1], node or ast.Pass())
+            if is_unknown(value) and len(args) == 3:
+                return args[2]
+            return value
+        return UNKNOWN
+    if name == "hasattr":
+        return UNKNOWN
+    if name == "setattr":
+        if len(args) == 3 and isinstance(args[1], str):
+            it.setattr(args[0], args[1], args[2], node or ast.Pass())
+        return None
+    if name in ("print", "iter", "next", "type", "open", "map", "set"):
+        return UNKNOWN if name != "print" else None
+    return Unknown(f"call `{name}`")
+
+
+# ---- construction ---------------------------------------------------------------------------------
+def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
+    mod = Module(kind, line, col, catalog=True)
+    mod.doubtful = it.guessing > 0
+    if isinstance(node, ast.Call):
+        mod.end = ((node.end_lineno or node.lineno) - 1, node.end_col_offset or 0)
+        mod.literals = literal_args(kind, node)
+    if kind == "Sequential":
+        if len(args) == 1 and isinstance(args[0], dict):
+            mod.children = {str(k): v for k, v in args[0].items() if isinstance(v, Module)}
+        else:
+            mods = [a for a in args if isinstance(a, Module)]
+            if len(mods) != len(args):
+                it.problem("nn.Sequential with an element that is not a known layer", node)
+                mod.args["incomplete"] = True
+                mod.doubtful = True
+            mod.children = {str(i): m for i, m in enumerate(mods)}
+        return mod
+    if kind in ("ModuleList", "ModuleDict"):
+        items = args[0] if args else kwargs.get("modules")
+        if isinstance(items, dict):
+            mod.children = {str(k): v for k, v in items.items() if isinstance(v, Module)}
+        elif items is not None:
+            seq = it.iterate(items, node) or []
+            mods = [m for m in seq if isinstance(m, Module)]
+            if len(mods) != len(seq):
+                it.problem(f"nn.{kind} with an element that is not a known layer", node)
+                mod.doubtful = True
+            mod.children = {str(i): m for i, m in enumerate(mods)}
+        return mod
+    a = catalog.bind(kind, args, kwargs)
+    mod.args = a
+    try:
+        if kind in ("TransformerEncoder", "TransformerDecoder"):
+            layer, n = a.get("encoder_layer", a.get("decoder_layer")), a.get("num_layers")
+            if not isinstance(layer, Module) or not isinstance(n, int):
+                raise catalog.CatalogError("the layer or num_layers is not known")
+            mod.children["layers"] = Module("ModuleList", line, col, catalog=True, children={str(i): clone(layer) for i in range(n)})
+            if isinstance(a.get("norm"), Module):
+                mod.children["norm"] = a["norm"]
+            return mod
+        if kind in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
+            d, h, ff = a["d_model"], a["nhead"], a["dim_feedforward"]
+            bias = a.get("bias", True)
+            mk = lambda k, *xs, **kw: construct(it, k, list(xs), kw, node, line, col)  # noqa: E731
+            mod.children["self_attn"] = mk("MultiheadAttention", d, h, dropout=a["dropout"], bias=bias, batch_first=a["batch_first"])
+            if kind == "TransformerDecoderLayer":
+                mod.children["multihead_attn"] = mk("MultiheadAttention", d, h, dropout=a["dropout"], bias=bias, batch_first=a["batch_first"])
+            mod.children["linear1"] = mk("Linear", d, ff, bias=bias)
+            mod.children["dropout"] = mk("Dropout", a["dropout"])
+            mod.children["linear2"] = mk("Linear", ff, d, bias=bias)
+            for i in (1, 2, 3) if kind == "TransformerDecoderLayer" else (1, 2):
+                mod.children[f"norm{i}"] = mk("LayerNorm", d, eps=a["layer_norm_eps"], bias=bias)
+            for i in (1, 2, 3) if kind == "TransformerDecoderLayer" else (1, 2):
+                mod.children[f"dropout{i}"] = mk("Dropout", a["dropout"])
+            return mod
+        if kind == "Transformer":
+            d, h = a["d_model"], a["nhead"]
+            enc_layer = construct(it, "TransformerEncoderLayer", [d, h, a["dim_feedforward"], a["dropout"]], {"batch_first": a["batch_first"], "bias": a["bias"]}, node, line, col)
+            dec_layer = construct(it, "TransformerDecoderLayer", [d, h, a["dim_feedforward"], a["dropout"]], {"batch_first": a["batch_first"], "bias": a["bias"]}, node, line, col)
+            norm_e = construct(it, "LayerNorm", [d], {"bias": a["bias"]}, node, line, col)
+            norm_d = construct(it, "LayerNorm", [d], {"bias": a["bias"]}, node, line, col)
+            mod.children["encoder"] = construct(it, "TransformerEncoder", [enc_layer, a["num_encoder_layers"], norm_e], {}, node, line, col)
+            mod.children["decoder"] = construct(it, "TransformerDecoder", [dec_layer, a["num_decoder_layers"], norm_d], {}, node, line, col)
+            return mod
+        if kind == "MultiheadAttention":
+            e = a["embed_dim"]
+            mod.params, mod.buffers = catalog.layer_params(kind, a)
+            mod.children["out_proj"] = construct(it, "Linear", [e, e], {"bias": a.get("bias", True)}, node, line, col)
+            mod.children["out_proj"].type = "NonDynamicallyQuantizableLinear"
+            return mod
+        mod.params, mod.buffers = catalog.layer_params(kind, a)
+    except (catalog.CatalogError, TypeError, KeyError) as exc:
+        it.problem(f"nn.{kind}: {exc}", node)
+        mod.args["incomplete"] = True
+        mod.doubtful = True
+    return mod
+
+
+def _int_literal(node: ast.expr) -> bool:
+    """`400`, `16 * 5 * 5`: integer constants and arithmetic on them, nothing else."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        return _int_literal(node.left) and _int_literal(node.right)
+    return False
+
+
+def literal_args(kind: str, node: ast.Call) -> dict[str, ast.expr]:
+    """The constructor's arguments written as integer literals, by parameter name."""
+    names = [name for name, _ in catalog.SIGNATURES.get(kind, ())]
+    out: dict[str, ast.expr] = {}
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, ast.Starred):
+            return {}
+        if i < len(names) and _int_literal(arg):
+            out[names[i]] = arg
+    for kw in node.keywords:
+        if kw.arg is None:
+            return {}
+        if _int_literal(kw.value):
+            out[kw.arg] = kw.value
+    return out
+
+
+def clone(mod: Module) -> Module:
+    copy = Module(mod.type, mod.line, mod.col, mod.catalog, dict(mod.params), dict(mod.buffers), dict(mod.args),
+                  {k: clone(v) for k, v in mod.children.items()}, dict(mod.attrs), mod.cls, dtype=mod.dtype)
+    return copy
+
+
+def make_optimizer(it: Interpreter, short: str, name: str, args: list[Any], kwargs: dict[str, Any], line: int) -> Any:
+    if short.startswith("lr_scheduler") or "lr_scheduler" in name:
+        return UNKNOWN
+    params = args[0] if args else kwargs.get("params")
+    model = None
+    if isinstance(params, Obj) and params.type == "parameters":
+        model = params.attrs["module"]
+    elif isinstance(params, list) and params and isinstance(params[0], dict):
+        mods = [p.get("params") for p in params]
+        model = next((m.attrs["module"] for m in mods if isinstance(m, Obj) and m.type == "parameters"), None)
+    kind = short.replace("8bit", "").replace("PagedAdamW", "AdamW")
+    momentum = kwargs.get("momentum", args[2] if short == "SGD" and len(args) > 2 else 0)
+    opt = Optimizer(kind, model, momentum=bool(momentum) if not is_unknown(momentum) else True,
+                    foreach=kwargs.get("foreach") if isinstance(kwargs.get("foreach"), bool) else None,
+                    fused=kwargs.get("fused") is True, centered=kwargs.get("centered") is True,
+                    eight_bit="8bit" in short or name.startswith("bitsandbytes"), line=line)
+    opt.weight_decay = kwargs.get("weight_decay", 0) not in (0, 0.0)  # type: ignore[attr-defined]
+    it.optimizers.append(opt)
+    return opt
+
+
+def checkpoint(it: Interpreter, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    fn, rest = (args[0], args[1:]) if args else (None, [])
+    if it.recorder is None or not it.grad_enabled:
+        return it.call(fn, list(rest), {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}, node)
+    it.checkpointed = True
+    rec = it.recorder
+    before_ops = len(rec.ops)
+    before_saved = dict(rec.saved)
+    out = it.call(fn, list(rest), {k: v for k, v in kwargs.items() if k not in ("use_reentrant", "preserve_rng_state")}, node)
+    inner = rec.ops[before_ops:]
+    recompute = sum(b for sid, (b, _) in rec.saved.items() if sid not in before_saved)
+    params = [p for op in inner for p in op.params]
+    # undo what the segment saved: only its inputs stay saved
+    for sid in [s for s in rec.saved if s not in before_saved]:
+        del rec.saved[sid]
+    del rec.ops[before_ops:]
+    inputs = [a for a in rest if isinstance(a, Tensor)]
+    if isinstance(out, Tensor):
+        out = Tensor(out.shape, out.dtype)
+        it.record(out, inputs, inputs)
+        if rec.ops and rec.ops[-1].out_bytes == out.nbytes:
+            rec.ops[-1].params = params
+            rec.ops[-1].recompute = recompute
+    return out
+
+
+# ---- tensor functions ---------------------------------------------------------------------------
+def new_tensor(it: Interpreter, shape: tuple[int, ...] | None, dtype: str, node: ast.AST | None, batch: bool = True) -> Any:
+    if shape is None:
+        it.problem("a tensor of unknown shape", node)
+        return UNKNOWN
+    external = it.forward_depth == 0
+    if external and batch and it.batch_override and shape and it.recorder is None:
+        shape = (it.batch_override, *shape[1:])
+    if external and shape and it.recorder is None and it.in_script:
+        it.batch_sizes.append((shape[0], getattr(node, "lineno", 1) - 1))
+    return Tensor(shape, dtype, external=external, guessed=it.guessing > 0)
+
+
+def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    args = [it.param_tensor(a) if isinstance(a, ParamValue) else a for a in args]
+    dtype = dtype_of(kwargs.get("dtype")) or "float32"
+    if short in ("randn", "rand", "zeros", "ones", "empty", "full"):
+        dims = args[:-1] if short == "full" else args
+        return new_tensor(it, ints(dims) if dims else ints([kwargs.get("size", ())]), dtype, node)
+    if short in ("randn_like", "zeros_like", "ones_like", "empty_like", "rand_like"):
+        t = args[0] if args else None
+        return Tensor(t.shape, dtype_of(kwargs.get("dtype")) or t.dtype, external=it.forward_depth == 0) if isinstance(t, Tensor) else UNKNOWN
+    if short == "randint":
+        size = kwargs.get("size", args[-1] if args else None)
+        return new_tensor(it, ints([size]) if size is not None else None, dtype_of(kwargs.get("dtype")) or "int64", node)
+    if short == "arange":
+        nums = [a for a in args if isinstance(a, int)]
+        n = len(range(*nums)) if nums else None
+        return Tensor((n,), "int64", external=True) if n is not None else UNKNOWN
+    if short in ("tensor", "as_tensor", "from_numpy"):
+        if it.checker is not None:
+            it.doubt("the shape of torch.tensor(data) is not known")
+        return Tensor((), dtype_of(kwargs.get("dtype")) or "float32", external=True, guessed=True)
+    if short in ("tril", "triu") and args and isinstance(args[0], Tensor):
+        return Tensor(args[0].shape, args[0].dtype, external=args[0].external)
+    if short in ("device", "manual_seed", "set_float32_matmul_precision", "compile", "is_available", "set_num_threads", "clip_grad_norm_", "clip_grad_value_"):
+        return args[0] if short == "compile" and args else None
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if short in ("cat", "concat", "stack"):
+        seq = args[0] if args else kwargs.get("tensors")
+        items = [t.tensor if False else t for t in (seq or []) if isinstance(t, Tensor)] if isinstance(seq, (list, tuple)) else []
+        if not items or len(items) != len(seq):  # type: ignore[arg-type]
+            it.problem(f"torch.{short} of unknown tensors", node)
+            return UNKNOWN
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+        if it.checker is not None and not it.checker.cat(short, items, dim, node):
+            it.problem(f"torch.{short} of tensors whose shapes do not match", node)
+            return UNKNOWN
+        base = list(items[0].shape)
+        if short == "stack":
+            d = norm_dim(dim, len(base) + 1)
+            shape = (*base[:d], len(items), *base[d:])
+        else:
+            d = norm_dim(dim, len(base))
+            base[d] = sum(t.shape[d] for t in items)
+            shape = tuple(base)
+        return it.elementwise(items, shape, "cat")
+    if short in ("matmul", "bmm", "mm"):
+        return it.matmul(args[0], args[1]) if len(args) >= 2 else UNKNOWN
+    if short == "linear":
+        x, w = args[0], args[1]
+        b = args[2] if len(args) > 2 else kwargs.get("bias")
+        if not isinstance(x, Tensor) or not isinstance(w, Tensor):
+            return UNKNOWN
+        xs, ws = it.autocast_inputs([x, w])
+        out = Tensor((*x.shape[:-1], w.shape[0]), xs.dtype)
+        return it.record(out, [xs, ws, *([b] if isinstance(b, Tensor) else [])], [xs, ws])
+    if not tensors:
+        return Unknown(f"`{name}` on unknown values")
+    x = tensors[0]
+    if short in SAVE_OUTPUT or short in SAVE_INPUT or short in ("dropout", "softmax", "log_softmax"):
+        return activation(it, short, x, kwargs, args)
+    if short in ("add", "sub", "mul", "div", "maximum", "minimum", "where"):
+        ops_ = {"add": ast.Add(), "sub": ast.Sub(), "mul": ast.Mult(), "div": ast.Div()}
+        if short in ops_ and len(args) >= 2:
+            return it.tensor_binop(ops_[short], args[0], args[1], False)
+        shape = x.shape
+        for t in tensors[1:]:
+            from torch_preflight.estimator.interp import broadcast
+
+            shape = broadcast(shape, t.shape) or shape
+        return it.elementwise(tensors, shape, short, tensors)
+    if short in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits",
+                 "binary_cross_entropy", "huber_loss", "kl_div"):
+        return loss(it, short, args[0], args[1] if len(args) > 1 else kwargs.get("target"), kwargs)
+    if short in ("layer_norm", "rms_norm", "group_norm", "batch_norm"):
+        return norm(it, short, x, tensors[1:], kwargs)
+    if short == "embedding":
+        idx, w = args[0], args[1]
+        if isinstance(idx, Tensor) and isinstance(w, Tensor):
+            return it.record(Tensor((*idx.shape, w.shape[1]), w.dtype), [w], [idx])
+    if short in ("scaled_dot_product_attention",):
+        return sdpa(it, args, kwargs)
+    if short in ("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d"):
+        d = int(short[-2])
+        k = args[1] if len(args) > 1 else kwargs.get("kernel_size")
+        s = args[2] if len(args) > 2 else kwargs.get("stride")
+        p = args[3] if len(args) > 3 else kwargs.get("padding", 0)
+        return pool(it, x, d, k, s or k, p, 1, short.startswith("max"), False)
+    if short.startswith("adaptive_avg_pool") or short.startswith("adaptive_max_pool"):
+        d = int(short[-2])
+        size = args[1] if len(args) > 1 else kwargs.get("output_size")
+        return adaptive_pool(it, x, d, size, "max" in short)
+    if short in ("interpolate", "upsample"):
+        return interpolate(it, x, kwargs.get("size", args[1] if len(args) > 1 else None), kwargs.get("scale_factor"))
+    if short in ("flatten",):
+        return tensor_method(it, x, "flatten", args[1:], kwargs, node)
+    if short in ("sum", "mean", "amax", "max", "min", "var", "std", "logsumexp", "norm", "transpose", "permute", "reshape",
+                 "chunk", "split", "unsqueeze", "squeeze", "masked_fill", "clamp", "pad", "one_hot", "normalize", "argmax", "topk",
+                 "einsum", "outer", "repeat_interleave", "sign", "floor", "round", "square", "neg", "roll", "erf", "gather"):
+        if short == "pad":
+            pads = args[1] if len(args) > 1 else kwargs.get("pad")
+            padded = list(x.shape)
+            if isinstance(pads, (tuple, list)) and all(isinstance(v, int) for v in pads):
+                for i in range(len(pads) // 2):
+                    padded[-1 - i] += pads[2 * i] + pads[2 * i + 1]
+            return it.elementwise([x], tuple(padded), "pad")
+        if short == "one_hot":
+            n = args[1] if len(args) > 1 else kwargs.get("num_classes")
+            return Tensor((*x.shape, n), "int64") if isinstance(n, int) else UNKNOWN
+        if short == "normalize":
+            return it.elementwise([x], x.shape, "normalize", [x])
+        return tensor_method(it, x, short, args[1:], kwargs, node)
+    if short in ("conv1d", "conv2d", "conv_transpose2d"):
+        it.problem(f"F.{short} is not modelled", node)
+        return UNKNOWN
+    it.problem(f"`{name}` is not modelled", node)
+    return Unknown(f"`{name}`")
+
+
+def activation(it: Interpreter, kind: str, x: Tensor, kwargs: dict[str, Any], args: list[Any]) -> Any:
+    inplace = kwargs.get("inplace") is True
+    if kind == "dropout":
+        p = kwargs.get("p", args[1] if len(args) > 1 and isinstance(args[1], (int, float)) else 0.5)
+        training = kwargs.get("training", True)
+        if not p or training is False or not it.grad_enabled:
+            return x
+        mask = Tensor(x.shape, "bool" if it.device == "cuda" else x.dtype)
+        return it.record(Tensor(x.shape, x.dtype), [x], [mask], extra_transient=0)
+    dtype = x.dtype
+    if kind in ("softmax", "log_softmax") and it.autocast:
+        dtype = "float32" if it.device == "cuda" else it.autocast
+        if dtype != x.dtype:
+            x = Tensor(x.shape, dtype, requires_grad=x.requires_grad)  # the cast copy (not saved)
+    if inplace and kind in SAVE_OUTPUT:
+        x.storage = x.storage  # same storage: the output is the input
+        out = x.view(x.shape)
+        out = it.record(out, [x], [out])
+        return out
+    out = Tensor(x.shape, dtype)
+    saved = [out] if kind in SAVE_OUTPUT or kind in ("softmax", "log_softmax") else [x]
+    return it.record(out, [x], saved)
+
+
+def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, Any]) -> Any:
+    if not isinstance(pred, Tensor):
+        return UNKNOWN
+    saved: list[Tensor] = []
+    if it.recorder is not None and isinstance(target, Tensor) and target.external and not target.is_param:
+        it.recorder.batch.append(target)
+    if kind == "cross_entropy":
+        # autocast runs cross-entropy in float32 on both backends (measured: CPU log_softmax output is fp32)
+        dtype = "float32" if it.autocast else pred.dtype
+        logp = Tensor(pred.shape, dtype)
+        it.record(logp, [pred], [logp])
+        pred = logp
+        if isinstance(target, Tensor):
+            saved = [target]
+    elif kind in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy", "kl_div"):
+        saved = [pred] + ([target] if isinstance(target, Tensor) else [])
+        if it.autocast and it.device == "cuda" and pred.dtype != "float32":
+            cast = Tensor(pred.shape, "float32", requires_grad=pred.requires_grad)
+            saved = [cast, *saved[1:]]
+    out = Tensor((), "float32")
+    return it.record(out, [pred], saved)
+
+
+def norm(it: Interpreter, kind: str, x: Tensor, params: list[Tensor], kwargs: dict[str, Any], mod: Module | None = None, n_groups: int = 1) -> Tensor:
+    dtype = x.dtype
+    if it.autocast and x.dtype == "float32" and kind == "layer_norm" and it.device == "cpu":
+        dtype = it.autocast
+    elif it.autocast and kind in ("layer_norm", "group_norm", "batch_norm") and it.device == "cuda":
+        dtype = "float32"
+    xin = x if dtype == x.dtype else Tensor(x.shape, dtype, requires_grad=x.requires_grad)
+    if kind == "batch_norm":
+        c = x.shape[1] if len(x.shape) > 1 else x.shape[0]
+        stats = [Tensor((c,), "float32"), Tensor((c,), "float32")]
+    elif kind == "group_norm":
+        stats = [Tensor((x.shape[0], n_groups), "float32"), Tensor((x.shape[0], n_groups), "float32")]
+    elif kind == "rms_norm":
+        n_norm = math.prod(mod.params.get("weight", (x.shape[-1],))) if mod else x.shape[-1]
+        rows = x.numel // max(n_norm, 1)
+        stats = [Tensor((rows,), "float32")]
+        out = Tensor(x.shape, dtype)
+        return it.record(out, [xin, *params], [xin, *stats], params=mod)
+    else:
+        shape = mod.args.get("normalized_shape") if mod else None
+        n_norm = math.prod(shape) if isinstance(shape, (tuple, list)) else (shape if isinstance(shape, int) else x.shape[-1])
+        rows = x.numel // max(n_norm, 1)
+        stats = [Tensor((rows,), "float32"), Tensor((rows,), "float32")]
+    out = Tensor(x.shape, dtype)
+    return it.record(out, [xin, *params], [xin, *stats], params=mod)
+
+
+def sdpa(it: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    q, k, v = (args + [None] * 3)[:3]
+    if not all(isinstance(t, Tensor) for t in (q, k, v)):
+        return UNKNOWN
+    # math-equivalent accounting: attention scores are materialised on the CPU backward path
+    scores = it.matmul(q, it.tensor_view(k, "transpose", -2, -1))
+    if not isinstance(scores, Tensor):
+        return UNKNOWN
+    probs = activation(it, "softmax", scores, {}, [])
+    p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+    if isinstance(p, (int, float)) and p > 0:
+        probs = activation(it, "dropout", probs, {"p": p}, [])
+    return it.matmul(probs, v)
+
+
+def pool(it: Interpreter, x: Tensor, d: int, k: Any, s: Any, p: Any, dil: Any, is_max: bool, ceil: bool) -> Any:
+    ks, ss, ps, ds = catalog.tup(k, d), catalog.tup(s if s is not None else k, d), catalog.tup(p, d), catalog.tup(dil, d)
+    if not all(isinstance(v, int) for v in (*ks, *ss, *ps, *ds)):
+        return UNKNOWN
+    spatial = x.shape[-d:]
+    out_sp = tuple(catalog.pool_out(n, kk, st, pp, dd, ceil) for n, kk, st, pp, dd in zip(spatial, ks, ss, ps, ds, strict=False))
+    shape = (*x.shape[:-d], *out_sp)
+    out = Tensor(shape, x.dtype)
+    saved = [x, Tensor(shape, "int64")] if is_max else [x]
+    return it.record(out, [x], saved)
+
+
+def adaptive_pool(it: Interpreter, x: Tensor, d: int, size: Any, is_max: bool) -> Any:
+    sizes = catalog.tup(size, d)
+    sizes = tuple(x.shape[-d + i] if s is None else s for i, s in enumerate(sizes))
+    if not all(isinstance(v, int) for v in sizes):
+        return UNKNOWN
+    shape = (*x.shape[:-d], *sizes)
+    if not is_max and all(s == 1 for s in sizes):
+        return it.record(Tensor(shape, x.dtype), [x], [])  # lowered to mean(): saves nothing
+    saved = [x, Tensor(shape, "int64")] if is_max else [x]
+    return it.record(Tensor(shape, x.dtype), [x], saved)
+
+
+def interpolate(it: Interpreter, x: Tensor, size: Any, scale: Any) -> Any:
+    n = len(x.shape) - 2
+    if size is not None:
+        sizes = catalog.tup(size, n)
+    elif scale is not None:
+        sizes = tuple(int(dim * f) for dim, f in zip(x.shape[2:], catalog.tup(scale, n), strict=False))
+    else:
+        return UNKNOWN
+    return it.record(Tensor((*x.shape[:2], *sizes), x.dtype), [x], [])
+
+
+# ---- methods -------------------------------------------------------------------------------------
+def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    if isinstance(obj, ParamValue):
+        obj = it.param_tensor(obj)
+    if isinstance(obj, Tensor):
+        return tensor_method(it, obj, name, args, kwargs, node)
+    if isinstance(obj, Module):
+        return module_method(it, obj, name, args, kwargs, node)
+    if isinstance(obj, Obj) and obj.type == "shape":
+        if name == "numel":
+            return math.prod(obj.attrs["dims"])
+        return UNKNOWN
+    if isinstance(obj, Obj) and obj.type == "super":
+        return None  # super().__init__()
+    if isinstance(obj, list):
+        if name == "append" and args:
+            obj.append(args[0])
+        elif name == "extend" and args:
+            obj.extend(it.iterate(args[0], node) or [])
+        elif name == "insert" and len(args) == 2:
+            obj.insert(args[0], args[1])
+        elif name == "pop":
+            return obj.pop() if obj else UNKNOWN
+        return None
+    if isinstance(obj, dict):
+        if name == "get":
+            return obj.get(args[0], args[1] if len(args) > 1 else None) if args else UNKNOWN
+        if name == "items":
+            return Obj("items", {"items": list(obj.items())})
+        if name in ("keys", "values"):
+            return list(obj.keys() if name == "keys" else obj.values())
+        if name == "update" and args and isinstance(args[0], dict):
+            obj.update(args[0])
+        return None
+    if isinstance(obj, Optimizer):
+        if name == "zero_grad":
+            it.zero_grad_seen = True
+            stn = kwargs.get("set_to_none", args[0] if args else True)
+            it.zero_grad_set_to_none = stn is not False
+        return None
+    if isinstance(obj, Obj) and obj.type == "GradScaler":
+        return args[0] if name == "scale" and args else None
+    if isinstance(obj, str):
+        return "<str>"
+    if isinstance(obj, (int, float)) and name in ("bit_length",):
+        return UNKNOWN
+    return UNKNOWN
+
+
+def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    if name == "parameters":
+        return Obj("parameters", {"module": mod})
+    if name in ("to", "cuda", "cpu", "train", "eval", "requires_grad_", "apply", "share_memory", "zero_grad"):
+        if name == "to":
+            dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
+            if dtype:
+                mod.set_dtype(dtype)
+        if name == "zero_grad":
+            it.zero_grad_seen = True
+            it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
+        return mod
+    if name in ("half", "bfloat16", "float", "double"):
+        mod.set_dtype({"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}[name])
+        return mod
+    if name == "register_buffer" and len(args) >= 2:
+        t = args[1]
+        if isinstance(t, Tensor):
+            mod.buffers[str(args[0])] = (t.shape, t.dtype)
+        return None
+    if name == "register_parameter" and len(args) >= 2 and isinstance(args[1], ParamValue):
+        it.setattr(mod, str(args[0]), args[1], node or ast.Pass())
+        return None
+    if name == "add_module" and len(args) >= 2 and isinstance(args[1], Module):
+        mod.children[str(args[0])] = args[1]
+        return None
+    if name == "append" and args and isinstance(args[0], Module):
+        mod.children[str(len(mod.children))] = args[0]
+        return mod
+    if name == "extend" and args:
+        for m in it.iterate(args[0], node) or []:
+            if isinstance(m, Module):
+                mod.children[str(len(mod.children))] = m
+        return mod
+    if name == "forward":
+        return it.call_module(mod, args, kwargs, node)
+    if name in ("children", "modules"):
+        return list(mod.children.values()) if name == "children" else mod.modules()
+    if name == "items" and mod.type == "ModuleDict":
+        return Obj("items", {"items": list(mod.children.items())})
+    if name in ("values",) and mod.type == "ModuleDict":
+        return list(mod.children.values())
+    if name in ("state_dict", "named_parameters", "named_modules", "load_state_dict", "register_forward_hook"):
+        return UNKNOWN
+    it.problem(f"`{mod.type}.{name}()` is not modelled", node)
+    return UNKNOWN
+
+
+def _dims(args: list[Any]) -> list[Any]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return list(args[0])
+    if len(args) == 1 and isinstance(args[0], Obj) and args[0].type == "shape":
+        return list(args[0].attrs["dims"])
+    return list(args)
+
+
+def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    shape = t.shape
+    n = len(shape)
+    if name in ("size",):
+        if args and isinstance(args[0], int):
+            return shape[norm_dim(args[0], n)]
+        return Obj("shape", {"dims": shape})
+    if name in ("dim", "ndimension"):
+        return n
+    if name == "numel":
+        return t.numel
+    if name in ("item", "tolist", "backward", "detach", "cpu", "cuda", "to", "float", "half", "bfloat16", "long", "int", "bool",
+                "type_as", "clone", "requires_grad_", "numpy", "contiguous", "zero_", "fill_", "normal_", "uniform_", "retain_grad"):
+        if name == "backward":
+            return backward(it, t, node)
+        if name in ("item", "tolist", "numpy"):
+            return UNKNOWN
+        if name == "detach":
+            return Tensor(t.shape, t.dtype, False, t.storage, t.external, t.contiguous)
+        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to"):
+            dtype = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "long": "int64", "int": "int32", "bool": "bool"}.get(name)
+            if name == "to":
+                dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
+            if dtype is None or dtype == t.dtype:
+                return t
+            out = Tensor(t.shape, dtype, external=t.external)
+            return it.record(out, [t], [])
+        if name == "contiguous":
+            if t.contiguous:
+                return t
+            return it.record(Tensor(t.shape, t.dtype), [t], [])
+        if name == "clone":
+            return it.record(Tensor(t.shape, t.dtype), [t], [])
+        return t
+    if name in ("view", "reshape", "view_as", "reshape_as", "expand", "expand_as", "flatten", "unflatten", "transpose", "permute",
+                "unsqueeze", "squeeze", "t", "mT", "repeat", "chunk", "split", "unbind", "narrow", "movedim"):
+        return it.tensor_view(t, name, *args, **kwargs)
+    if name in ("masked_fill", "masked_fill_"):
+        mask = args[0] if args else None
+        if name.endswith("_") and not t.requires_grad:
+            return t
+        return it.record(Tensor(t.shape, t.dtype), [t], [mask] if isinstance(mask, Tensor) else [])
+    if name in ("sum", "mean", "amax", "max", "min", "var", "std", "logsumexp", "norm", "argmax", "prod", "all", "any"):
+        dim = kwargs.get("dim", args[0] if args else None)
+        keep = kwargs.get("keepdim", args[1] if len(args) > 1 and isinstance(args[1], bool) else False)
+        if dim is None:
+            out_shape: tuple[int, ...] = ()
+        else:
+            dims = {norm_dim(d, n) for d in (dim if isinstance(dim, (tuple, list)) else [dim]) if isinstance(d, int)}
+            out_shape = tuple((1 if keep else None) if i in dims else s for i, s in enumerate(shape))  # type: ignore[misc]
+            out_shape = tuple(s for s in out_shape if s is not None)
+        dtype = "int64" if name == "argmax" else t.dtype
+        saved = [t] if name in ("var", "std", "norm", "logsumexp", "prod") else []
+        out = Tensor(out_shape, dtype)
+        if name in ("max", "min") and dim is not None:
+            res = it.record(out, [t], [Tensor(out_shape, "int64")])
+            return (res, Tensor(out_shape, "int64"))
+        if name in ("amax", "max", "min"):
+            saved = [t, out]
+        return it.record(out, [t], saved)
+    if name in ("softmax", "log_softmax", "relu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "abs", "log", "pow", "sin", "cos"):
+        if name == "pow":
+            return it.tensor_binop(ast.Pow(), t, args[0] if args else 2, False)
+        return activation(it, name, t, kwargs, [])
+    if name in ("add", "sub", "mul", "div", "add_", "mul_", "sub_", "div_"):
+        op = {"add": ast.Add(), "sub": ast.Sub(), "mul": ast.Mult(), "div": ast.Div()}[name.rstrip("_")]
+        return it.tensor_binop(op, t, args[0] if args else UNKNOWN, name.endswith("_"))
+    if name in ("matmul", "mm", "bmm"):
+        return it.matmul(t, args[0]) if args else UNKNOWN
+    if name in ("clamp", "clamp_", "clip", "neg", "round", "floor", "sign", "square", "erf", "roll", "tril", "triu", "tril_", "triu_"):
+        return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square") else [])
+    if name in ("gather", "index_select", "repeat_interleave", "topk"):
+        it.problem(f"tensor.{name}() shape is not modelled", node)
+        return UNKNOWN
+    if name in ("new_zeros", "new_ones", "new_empty", "new_full"):
+        new_dims = ints(args[:1] if name == "new_full" else args)
+        return Tensor(new_dims, t.dtype) if new_dims is not None else UNKNOWN
+    it.problem(f"tensor.{name}() is not modelled", node)
+    return Unknown(f"tensor.{name}()")
+
+
+def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
+    from torch_preflight.estimator.interp import StepRecord
+
+    rec = it.recorder
+    if rec is None:
+        it.problem("backward() on a loss no forward was seen for", node)
+        return None
+    it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch))
+    it.recorder = None
+    return None
+
+
+def _bind_forward(fn: Function) -> Function:
+    return fn
+
+
+# ---- catalog forward -------------------------------------------------------------------------------
+def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+    kind = mod.type
+    x = args[0] if args else kwargs.get("input", kwargs.get("x", kwargs.get("src", kwargs.get("query"))))
+    if kind in ("Sequential",):
+        out = x
+        for child in mod.children.values():
+            out = it.call_module(child, [out], {}, node)
+        return out
+    if kind in catalog.LOSSES:
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        name = {"CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll_loss", "MSELoss": "mse_loss", "L1Loss": "l1_loss",
+                "SmoothL1Loss": "smooth_l1_loss", "HuberLoss": "huber_loss", "BCELoss": "binary_cross_entropy",
+                "BCEWithLogitsLoss": "binary_cross_entropy_with_logits", "KLDivLoss": "kl_div"}[kind]
+        return loss(it, name, x, target, {})
+    if isinstance(x, ParamValue):
+        x = it.param_tensor(x)
+    if not isinstance(x, Tensor):
+        it.problem(f"input of {kind} `{mod.name}` is not a known tensor", node)
+        return UNKNOWN
+    a = mod.args
+    if it.checker is not None:
+        if a.get("incomplete"):
+            return UNKNOWN  # its output shape would be a guess
+        if not it.checker.layer(mod, x, args, kwargs):
+            it.problem(f"{kind} `{mod.name}` does not take a tensor of shape {x.shape}", node)
+            return UNKNOWN  # torch raises here: nothing after it is checked
+    weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
+    if kind in ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear"):
+        xs, *ws = it.autocast_inputs([x, *weights[:1]])
+        out = Tensor((*x.shape[:-1], mod.params["weight"][0]) if "weight" in mod.params else x.shape, xs.dtype if it.autocast else mod.dtype)
+        return it.record(out, [xs, *ws], [xs, *ws], params=mod)
+    if kind == "Bilinear":
+        x2 = args[1] if len(args) > 1 else None
+        out = Tensor((*x.shape[:-1], mod.params["weight"][0]), x.dtype)
+        return it.record(out, [x, *( [x2] if isinstance(x2, Tensor) else [])], [x, *([x2] if isinstance(x2, Tensor) else [])], params=mod)
+    if kind.startswith(("Conv1d", "Conv2d", "Conv3d", "ConvTranspose")):
+        d = int(kind[-2])
+        w = mod.params.get("weight")
+        if w is None:
+            return UNKNOWN
+        ks, ss, ds = catalog.tup(a["kernel_size"], d), catalog.tup(a["stride"], d), catalog.tup(a["dilation"], d)
+        pad = a["padding"]
+        spatial = x.shape[-d:]
+        if pad == "same":
+            out_sp = spatial
+        elif pad == "valid":
+            out_sp = tuple(catalog.conv_out(n, k, s, 0, dd) for n, k, s, dd in zip(spatial, ks, ss, ds, strict=False))
+        elif kind.startswith("ConvTranspose"):
+            ps, ops_ = catalog.tup(pad, d), catalog.tup(a.get("output_padding", 0), d)
+            out_sp = tuple(catalog.conv_transpose_out(n, k, s, p, dd, o) for n, k, s, p, dd, o in zip(spatial, ks, ss, ps, ds, ops_, strict=False))
+        else:
+            ps = catalog.tup(pad, d)
+            out_sp = tuple(catalog.conv_out(n, k, s, p, dd) for n, k, s, p, dd in zip(spatial, ks, ss, ps, ds, strict=False))
+        cout = a["out_channels"]
+        xs, *ws = it.autocast_inputs([x, *weights[:1]])
+        out = Tensor((*x.shape[:-d - 1], cout, *out_sp), xs.dtype if it.autocast else mod.dtype)
+        return it.record(out, [xs, *ws], [xs, *ws], params=mod)
+    if kind.startswith("BatchNorm"):
+        return norm(it, "batch_norm", x, weights, {}, mod)
+    if kind == "LayerNorm":
+        return norm(it, "layer_norm", x, weights, {}, mod)
+    if kind == "RMSNorm":
+        return norm(it, "rms_norm", x, weights, {}, mod)
+    if kind == "GroupNorm":
+        return norm(it, "group_norm", x, weights, {}, mod, n_groups=a.get("num_groups", 1))
+    if kind.startswith("InstanceNorm"):
+        return norm(it, "group_norm", x, weights, {}, mod, n_groups=x.shape[1] if len(x.shape) > 1 else 1)
+    if kind in ("Embedding", "EmbeddingBag"):
+        dim = mod.params["weight"][1]
+        shape = (*x.shape, dim) if kind == "Embedding" else (x.shape[0], dim)
+        return it.record(Tensor(shape, mod.dtype), [x], [x], params=mod)
+    if kind in ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout"):
+        return activation(it, "dropout", x, {"p": a.get("p", 0.5)}, [])
+    if kind in ACTIVATION_LAYERS:
+        return activation(it, ACTIVATION_LAYERS[kind], x, {"inplace": a.get("inplace", False)}, [])
+    if kind in ("Softmax", "LogSoftmax"):
+        return activation(it, "softmax" if kind == "Softmax" else "log_softmax", x, {}, [])
+    if kind in ("Identity",):
+        return x
+    if kind in ("Flatten",):
+        return it.tensor_view(x, "flatten", a.get("start_dim", 1), a.get("end_dim", -1))
+    if kind == "Unflatten":
+        return it.tensor_view(x, "unflatten", a.get("dim"), a.get("unflattened_size"))
+    if kind.startswith(("MaxPool", "AvgPool")):
+        d = int(kind[-2])
+        return pool(it, x, d, a["kernel_size"], a.get("stride") or a["kernel_size"], a.get("padding", 0), a.get("dilation", 1),
+                    kind.startswith("Max"), bool(a.get("ceil_mode")))
+    if kind.startswith(("AdaptiveAvgPool", "AdaptiveMaxPool")):
+        return adaptive_pool(it, x, int(kind[-2]), a["output_size"], "Max" in kind)
+    if kind == "Upsample":
+        return interpolate(it, x, a.get("size"), a.get("scale_factor"))
+    if kind in ("RNN", "LSTM", "GRU"):
+        return rnn(it, mod, x)
+    if kind == "MultiheadAttention":
+        return mha(it, mod, args, kwargs)
+    if kind in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
+        return transformer_layer(it, mod, x, args, kwargs)
+    if kind in ("TransformerEncoder", "TransformerDecoder"):
+        out = x
+        for layer in mod.children["layers"].children.values():
+            out = it.call_module(layer, [out, *args[1:]], kwargs, node)
+        if "norm" in mod.children:
+            out = it.call_module(mod.children["norm"], [out], {}, node)
+        return out
+    if kind == "Transformer":
+        tgt = args[1] if len(args) > 1 else kwargs.get("tgt")
+        memory = it.call_module(mod.children["encoder"], [x], {}, node)
+        return it.call_module(mod.children["decoder"], [tgt, memory], {}, node)
+    it.problem(f"forward of nn.{kind} is not modelled", node)
+    return UNKNOWN
+
+
+# calibrated on torch 2.13's CPU autograd graph (see bench/vram): bytes saved per step, per layer
+# and direction, in units of batch*hidden elements
+# (LSTM: the oneDNN workspace of aten::lstm, 16.1 B*H per step; GRU: the composite cells, 7.5)
+RNN_SAVED_PER_STEP = {"LSTM": 16.1, "GRU": 7.5, "RNN": 2.0}
+
+
+def rnn(it: Interpreter, mod: Module, x: Tensor) -> Any:
+    a = mod.args
+    batch_first = bool(a.get("batch_first"))
+    if len(x.shape) != 3:
+        it.problem("RNN input is not 3-D", None)
+        return UNKNOWN
+    t_len, b = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+    h = a["hidden_size"]
+    proj = a.get("proj_size", 0) or 0
+    dirs = 2 if a.get("bidirectional") else 1
+    layers = a["num_layers"]
+    out_h = (proj or h) * dirs
+    itemsize = 2 if x.dtype in ("float16", "bfloat16") else 4
+    saved_bytes = int(RNN_SAVED_PER_STEP[mod.type] * b * h * itemsize * t_len * layers * dirs)
+    inner = Tensor((saved_bytes // itemsize,), x.dtype)
+    layer_outputs = [Tensor((t_len, b, out_h), x.dtype) for _ in range(layers - 1)]
+    out = Tensor((b, t_len, out_h) if batch_first else (t_len, b, out_h), x.dtype)
+    weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
+    out = it.record(out, [x, *weights], [x, inner, *layer_outputs], params=mod)
+    hn = Tensor((layers * dirs, b, proj or h), x.dtype, requires_grad=out.requires_grad)
+    if mod.type == "LSTM":
+        cn = Tensor((layers * dirs, b, h), x.dtype, requires_grad=out.requires_grad)
+        return (out, (hn, cn))
+    return (out, hn)
+
+
+def mha(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[str, Any], need_weights: bool | None = None) -> Any:
+    q = args[0] if args else kwargs.get("query")
+    k = args[1] if len(args) > 1 else kwargs.get("key", q)
+    v = args[2] if len(args) > 2 else kwargs.get("value", k)
+    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
+        return UNKNOWN
+    a = mod.args
+    e, h = a["embed_dim"], a["num_heads"]
+    batch_first = bool(a.get("batch_first"))
+    if need_weights is None:
+        need_weights = kwargs.get("need_weights", True) is not False
+    l_q = q.shape[1] if batch_first else q.shape[0]
+    l_k = k.shape[1] if batch_first else k.shape[0]
+    b = q.shape[0] if batch_first else q.shape[1]
+    hd = e // h
+    weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
+    # input projection: one (3E) linear for self-attention
+    xs, *ws = it.autocast_inputs([q, *weights[:1]])
+    proj = it.record(Tensor((l_q, b, 3 * e) if q is k else (l_q, b, e), xs.dtype), [xs, *ws], [xs, *ws], params=mod)
+    qh = Tensor((b * h, l_q, hd), proj.dtype, requires_grad=proj.requires_grad)
+    kh = Tensor((b * h, l_k, hd), proj.dtype, requires_grad=proj.requires_grad)
+    vh = Tensor((b * h, l_k, hd), proj.dtype, requires_grad=proj.requires_grad)
+    it.record(qh, [proj], [])
+    p = a.get("dropout", 0.0) or 0.0
+    if need_weights:
+        scores = it.matmul(qh, kh.view((b * h, hd, l_k), contiguous=False))
+        probs = activation(it, "softmax", scores, {}, [])
+        if p:
+            probs = activation(it, "dropout", probs, {"p": p}, [])
+        ctx = it.matmul(probs, vh)
+    else:
+        ctx = sdpa(it, [qh, kh, vh], {"dropout_p": p})
+    ctx2 = it.record(Tensor((l_q * b, e), ctx.dtype if isinstance(ctx, Tensor) else proj.dtype), [ctx], [])
+    out = it.call_module(mod.children["out_proj"], [ctx2], {}, None)
+    out = out.view((b, l_q, e) if batch_first else (l_q, b, e)) if isinstance(out, Tensor) else out
+    return (out, None)
+
+
+def transformer_layer(it: Interpreter, mod: Module, x: Tensor, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    c = mod.children
+    norm_first = bool(mod.args.get("norm_first"))
+    act = str(mod.args.get("activation", "relu"))
+    act = act if act in ("relu", "gelu") else "relu"
+    memory = args[1] if len(args) > 1 else kwargs.get("memory")
+
+    def sa(t: Tensor, attn: str, kv: Any = None) -> Any:
+        out = mha(it, c[attn], [t, kv if kv is not None else t, kv if kv is not None else t], {}, need_weights=False)[0]
+        return it.call_module(c["dropout1" if attn == "self_attn" else "dropout2"], [out], {}, None)
+
+    def ff(t: Tensor) -> Any:
+        h1 = it.call_module(c["linear1"], [t], {}, None)
+        h1 = activation(it, act, h1, {}, [])
+        h1 = it.call_module(c["dropout"], [h1], {}, None)
+        h2 = it.call_module(c["linear2"], [h1], {}, None)
+        return it.call_module(c["dropout3" if "norm3" in c else "dropout2"], [h2], {}, None)
+
+    add = lambda p, q: it.tensor_binop(ast.Add(), p, q, False)  # noqa: E731
+    if norm_first:
+        x = add(x, sa(it.call_module(c["norm1"], [x], {}, None), "self_attn"))
+        if "multihead_attn" in c:
+            x = add(x, sa(it.call_module(c["norm2"], [x], {}, None), "multihead_attn", memory))
+            return add(x, ff(it.call_module(c["norm3"], [x], {}, None)))
+        return add(x, ff(it.call_module(c["norm2"], [x], {}, None)))
+    x = it.call_module(c["norm1"], [add(x, sa(x, "self_attn"))], {}, None)
+    if "multihead_attn" in c:
+        x = it.call_module(c["norm2"], [add(x, sa(x, "multihead_attn", memory))], {}, None)
+        return it.call_module(c["norm3"], [add(x, ff(x))], {}, None)
+    return it.call_module(c["norm2"], [add(x, ff(x))], {}, None)
+
+
+_ = (Loader, Optimizer, Dataset, Transform)

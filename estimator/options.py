@@ -1,0 +1,41 @@
+"""Estimate options and the catalog of common GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+GPUS: dict[str, int] = {
+    "a100-40gb": 40 * GIB, "a100-80gb": 80 * GIB, "h100-80gb": 80 * GIB, "h100": 80 * GIB, "h200": 141 * 10**9,
+    "l4": 24 * GIB, "t4": 16 * GIB, "v100-16gb": 16 * GIB, "v100-32gb": 32 * GIB, "rtx-3090": 24 * GIB, "rtx-4090": 24 * GIB,
+    "rtx-3080": 10 * GIB, "rtx-4080": 16 * GIB, "a10g": 24 * GIB, "a10": 24 * GIB, "l40s": 48 * GIB, "a6000": 48 * GIB,
+    "mi300x": 192 * GIB,
+}
+# what nvidia-smi shows on top of max_memory_allocated(): the CUDA context, and the caching allocator's reserve
+CUDA_CONTEXT_BYTES = 500 * 1024**2
+ALLOCATOR_RESERVE = 0.10
+
+
+def gpu_memory(name: str) -> int | None:
+    return GPUS.get(name.strip().lower().replace("_", "-").replace(" ", "-"))
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    model: str | None = None  # class name (or variable name) of the model to report
+    batch_size: int | None = None
+    input_shape: tuple[int, ...] | None = None  # one sample, without the batch dimension
+    dtype: str | None = None  # parameter dtype override: float32 | bfloat16 | float16
+    optimizer: str | None = None  # override: sgd | sgd-momentum | adam | adamw | rmsprop | adagrad | none
+    device: str = "cuda"  # cuda | cpu
+    budget_bytes: int | None = None
+    gpu: str | None = None
+    autocast: str | None = None  # force autocast dtype (used for the bf16 remedy)
+    remedies: bool = True
+    n_gpus: int = 8  # for the ZeRO/FSDP remedies
+
+    @property
+    def budget(self) -> int | None:
+        if self.budget_bytes is not None:
+            return self.budget_bytes
+        return gpu_memory(self.gpu) if self.gpu else None

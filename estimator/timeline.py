@@ -1,0 +1,126 @@
+"""The training step's timeline: forward, loss, backward, optimizer step, and its peak.
+
+Steady state (step 2 onwards): parameters, buffers and optimizer state are live through
+the whole step; the batch is live; gradients are live through the step unless
+`zero_grad(set_to_none=True)` (the default) frees them before forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch_preflight.estimator.interp import Recorder
+from torch_preflight.estimator.values import Optimizer
+
+
+def cuda_round(n: int) -> int:
+    return -(-n // 512) * 512 if n > 0 else 0
+
+
+@dataclass
+class Timeline:
+    peak: int
+    phase: str  # forward | backward | step
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    other: int
+
+
+def optimizer_bytes(opt: Optimizer | None, param_sizes: list[int], itemsize: int, device: str) -> tuple[int, int]:
+    """(state bytes, transient bytes during step())."""
+    if opt is None:
+        return 0, 0
+    total = sum(param_sizes) * itemsize
+    largest = max(param_sizes, default=0) * itemsize
+    rnd = cuda_round if device == "cuda" else (lambda n: n)
+    per_param = sum(rnd(s * itemsize) for s in param_sizes)
+    kind = opt.kind.lower()
+    foreach = opt.foreach if opt.foreach is not None else device == "cuda"
+    if kind in ("adam", "adamw", "nadam", "radam", "adamax"):
+        if opt.eight_bit:
+            return sum(rnd(s * 2) for s in param_sizes), 0
+        state = 2 * per_param
+        if opt.fused:
+            return state, 0
+        transient = per_param if foreach else 2 * largest
+        if getattr(opt, "weight_decay", False) and kind == "adam":
+            transient += per_param if foreach else largest
+        return state, transient
+    if kind == "sgd":
+        state = per_param if opt.momentum else 0
+        return state, 0
+    if kind == "rmsprop":
+        state = per_param * (1 + int(opt.momentum) + int(opt.centered))
+        return state, per_param if foreach else largest
+    if kind == "adagrad":
+        return per_param, per_param if foreach else largest
+    return 2 * per_param, per_param if foreach else 2 * largest
+    _ = total
+
+
+def simulate(
+    rec: Recorder | None,
+    *,
+    params: int,
+    grads: int,
+    state: int,
+    opt_transient: int,
+    batch: int,
+    grads_persist: bool,
+    device: str,
+) -> Timeline:
+    rnd = cuda_round if device == "cuda" else (lambda n: n)
+    base = params + state + batch + (grads if grads_persist else 0)
+    best = Timeline(base, "forward", params, grads if grads_persist else 0, state, 0, batch)
+
+    def consider(total: int, phase: str, g: int, act: int, other: int) -> None:
+        nonlocal best
+        if total > best.peak:
+            best = Timeline(total, phase, params, g, state, act, other)
+
+    if rec is not None and rec.ops:
+        # forward: saved tensors accumulate; each op's unsaved output is live while the next op runs
+        saved_so_far: set[int] = set()
+        act = 0
+        prev_transient = 0
+        for op in rec.ops:
+            for sid, b in op.saved:
+                if sid not in saved_so_far:
+                    saved_so_far.add(sid)
+                    act += rnd(b)
+            transient = rnd(op.transient)
+            consider(base + act + transient + prev_transient, "forward", best.gradients if grads_persist else 0, act, batch + transient + prev_transient)
+            prev_transient = transient
+        # backward: free each saved tensor after the earliest op that holds it has run backward
+        last_holder: dict[int, int] = {}
+        sizes: dict[int, int] = {}
+        for i, op in enumerate(rec.ops):
+            for sid, b in op.saved:
+                last_holder.setdefault(sid, i)
+                sizes[sid] = rnd(b)
+        live_act = sum(sizes.values())
+        g_alloc = grads if grads_persist else 0
+        seen_params: set[int] = set()
+        grad_in_flight = rnd(rec.ops[-1].out_bytes)
+        for i in range(len(rec.ops) - 1, -1, -1):
+            op = rec.ops[i]
+            new_grads = 0
+            if not grads_persist:
+                for key, b in op.params:
+                    if key not in seen_params:
+                        seen_params.add(key)
+                        new_grads += rnd(b)
+            produced = rnd(op.in_grad_bytes)
+            recompute = rnd(op.recompute)
+            total = base + live_act + g_alloc + new_grads + grad_in_flight + produced + recompute
+            consider(total, "backward", g_alloc + new_grads, live_act + recompute, batch + grad_in_flight + produced)
+            g_alloc += new_grads
+            for sid, _ in op.saved:
+                if last_holder.get(sid) == i and sid in sizes:
+                    live_act -= sizes.pop(sid)
+            grad_in_flight = produced
+    # optimizer step: all grads live, plus the step's temporaries
+    consider(params + state + batch + grads + opt_transient, "step", grads, 0, batch + opt_transient)
+    return best

@@ -1,0 +1,77 @@
+"""## What it does
+Flags `model.forward(x)` called on a module from outside its own class.
+
+## Why is this bad?
+`nn.Module.__call__` does more than call `forward`: it runs forward pre-hooks and hooks,
+which is how `DistributedDataParallel` and FSDP synchronise and gather parameters, how
+AMP, quantisation, pruning and profiling hooks apply, and how `register_forward_hook`
+feature extractors see activations. `model.forward(x)` silently skips all of it: DDP
+gradients stop being reduced correctly, FSDP sees unsharded parameters missing, hooks
+never fire.
+
+Inside a module, `super().forward(...)` and `self.inner.forward(...)` in a wrapper are
+normal and not flagged.
+
+## Example
+```python
+logits = model.forward(images)
+```
+
+## Use instead
+```python
+logits = model(images)
+```
+
+## Fix safety
+The fix replaces `model.forward(` with `model(`. It is safe: calling the module runs the
+same `forward` plus the hooks the caller registered.
+
+## References
+- [torch.nn.Module.__call__ and hooks](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_forward_hook)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from torch_preflight.core.semantic import EventKind, Kind
+from torch_preflight.core.source import Position, Span
+from torch_preflight.rules.base import Context, RuleMeta, report
+
+META = RuleMeta(
+    code="TPF104",
+    name="forward-called-directly",
+    message="`module.forward(...)` skips the module's hooks (DDP, FSDP, AMP, forward hooks)",
+    fix_title="Call the module instead: `model(...)`",
+    severity=Severity.WARNING,
+)
+
+
+def check(ctx: Context) -> Iterator[Diagnostic]:
+    model = ctx.model
+    for fn in model.functions.values():
+        for event in fn.events:
+            if event.kind is not EventKind.CALL or not event.receiver or not (event.name or "").endswith(".forward"):
+                continue
+            receiver = event.receiver
+            if receiver.startswith("super()") or receiver in model.classes:
+                continue
+            owner = model.enclosing_class(event.function)
+            if owner is not None and owner.is_module and (receiver == "self" or receiver.startswith("self.")):
+                continue
+            if model.kind_of(receiver, event.function) is not Kind.MODEL:
+                continue
+            prefix = f"{receiver}.forward"
+            start = event.span.start
+            fix = None
+            if ctx.source.slice(event.span).startswith(prefix + "("):
+                span = Span(start, Position(start.line, start.col + len(prefix)))
+                fix = Fix(f"Call `{receiver}(...)` instead", (Edit.replace(span, receiver),), Applicability.SAFE)
+            yield report(
+                META,
+                event.span,
+                f"`{receiver}.forward(...)` bypasses `{receiver}.__call__`, so forward hooks (DDP, FSDP, AMP, "
+                f"registered hooks) do not run; call `{receiver}(...)`",
+                fix,
+            )

@@ -1,0 +1,147 @@
+"""Which mode (train / eval) a model is in at a point, following same-file callers.
+Shared by TPF008 and TPF009; not a rule."""
+
+from __future__ import annotations
+
+import re
+
+from torch_preflight.core.names import tail
+from torch_preflight.core.project import ProjectView
+from torch_preflight.core.semantic import Event, EventKind, ModuleModel
+from torch_preflight.core.training import TrainingModel
+
+TRAIN, EVAL, UNKNOWN, DEFAULT = "train", "eval", "unknown", "default"
+_MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout|batch_norm|\.training\b|RReLU|AlphaDropout")
+
+
+def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
+    return [e for e in events if e.kind in (EventKind.TRAIN_MODE, EventKind.EVAL_MODE)]
+
+
+def mode_before(training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0) -> str:
+    """The mode set by the last mode call before `expanded(scope)[index]`, matching the
+    model by name in `scope` itself and accepting any model in callers. DEFAULT: nothing
+    sets a mode on any path up to module level (a fresh model trains); UNKNOWN when a
+    path leaves the file or is ambiguous."""
+    events = training.expanded(scope)
+    before = mode_events(events[:index])
+    if before:
+        if model_name is not None:
+            matching = [e for e in before if e.receiver and tail(e.receiver) == tail(model_name)]
+            if not matching:
+                return UNKNOWN
+            before = matching
+        return EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN
+    if not scope:
+        return DEFAULT
+    callers = training.model.calls_to.get(scope, [])
+    if not callers or depth > 3:
+        return UNKNOWN
+    modes = set()
+    for call in callers:
+        caller_events = training.expanded(call.function)
+        try:
+            position = caller_events.index(call)
+        except ValueError:
+            return UNKNOWN
+        modes.add(mode_before(training, call.function, position, None, depth + 1))
+    if modes & {UNKNOWN}:
+        return UNKNOWN
+    if modes & {TRAIN, DEFAULT}:
+        return TRAIN if TRAIN in modes else DEFAULT
+    return EVAL
+
+
+def has_mode_layers(model: ModuleModel, name: str, scope: str, project: ProjectView) -> bool:
+    """True unless every class `name` may hold is an nn.Module of the user's project
+    without dropout or batch norm (mode-independent models are safe in either mode)."""
+    classes = _classes_of(model, name, scope, 0, project)
+    if not classes:
+        return True
+    return any(_class_has_mode_layers(model, c, set()) for c in classes if c)
+
+
+def _imported_mode_free(model: ModuleModel, calls: tuple[str, ...], project: ProjectView) -> bool:
+    """`Net(...)` imported from the user's own project (`from model import Net`) whose
+    class, read through the project, holds no dropout or batch norm."""
+    classes = [c for c in calls if tail(c)[:1].isupper() and not c.startswith("torch.")]
+    if len(classes) != 1 or "." not in classes[0]:
+        return False
+    found = project.resolve_class(model.path, classes[0])
+    return found is not None and found[1].is_module and not _class_has_mode_layers(found[0], found[1].qualname, set())
+
+
+_STATEFUL_TORCH = re.compile(r"Dropout|BatchNorm|InstanceNorm|Transformer|MultiheadAttention|LSTM|GRU|RNN|Module|Identity")
+
+
+def _mode_free_torch(text: str, calls: tuple[str, ...]) -> bool:
+    """`nn.Linear(...)`, or `nn.Sequential(...)` of plain torch layers: no mode-dependent layer."""
+    if not calls or _MODE_LAYERS.search(text):
+        return False
+    for call in calls:
+        last = tail(call)
+        if not call.startswith("torch.nn.") or (_STATEFUL_TORCH.search(last) and last not in ("Sequential", "ModuleList")):
+            return False
+    return True
+
+
+def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: ProjectView) -> list[str]:
+    if depth > 3:
+        return []
+    found: list[str] = []
+    assignments = model.assignments(name, scope)
+    fn = model.functions.get(scope)
+    if assignments:
+        for event in assignments:
+            callee = event.value.callee if event.value else None
+            if callee in model.classes and len(event.targets) == 1:
+                found.append(callee)
+            elif event.value is not None and len(event.targets) == 1 and _mode_free_torch(event.value.text, event.value.calls):
+                found.append("")
+            elif event.value is not None and len(event.targets) == 1 and _imported_mode_free(model, event.value.calls, project):
+                found.append("")
+            else:
+                return []
+        return found
+    if fn is not None and name in fn.params:
+        position = fn.params.index(name) - (1 if fn.owner else 0)
+        callers = model.calls_to.get(scope, [])
+        if not callers:
+            return []
+        for call in callers:
+            arg = call.keyword(name) or (call.args[position] if 0 <= position < len(call.args) else None)
+            if arg is None or not arg.base or arg.callee or arg.method:
+                return []
+            inner = _classes_of(model, arg.base, call.function, depth + 1, project)
+            if not inner:
+                return []
+            found.extend(inner)
+    return found
+
+
+def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) -> bool:
+    if qualname in seen:
+        return False
+    seen.add(qualname)
+    cls = model.classes[qualname]
+    if not cls.is_module:
+        return True
+    for base in cls.bases:
+        if base in model.classes:
+            if _class_has_mode_layers(model, base, seen):
+                return True
+        elif not base.startswith("torch.nn."):
+            return True  # an unknown base class may hold anything
+    text = model.source.slice(cls.span)
+    if _MODE_LAYERS.search(text):
+        return True
+    for other, info in model.classes.items():
+        if other != qualname and re.search(rf"\b{re.escape(info.name)}\s*\(", text) and _class_has_mode_layers(model, other, seen):
+            return True
+    # Layers built from libraries the file cannot see (torchvision, timm, ...) may hold dropout.
+    for method in cls.methods.values():
+        for event in model.functions[method].events:
+            if event.kind is EventKind.CALL and event.name and model.imports.is_imported(event.name) and not event.name.startswith("torch."):
+                if event.name.partition(".")[0] not in ("math", "numpy", "np", "functools", "itertools", "typing", "dataclasses"):
+                    return True
+    return False

@@ -1,0 +1,123 @@
+"""## What it does
+Flags a `DataLoader` built on a shuffling `DistributedSampler` that is iterated by an
+epoch loop, when nothing in the file calls `set_epoch()`.
+
+## Why is this bad?
+`DistributedSampler` seeds its shuffle with `seed + epoch`. Without
+`sampler.set_epoch(epoch)` the epoch stays 0, so every epoch visits the data in the same
+order on every rank. Training still converges, but worse than with real shuffling, and
+nothing warns.
+
+Samplers created with `shuffle=False` (validation), loaders that are iterated once, and
+files that call `set_epoch` anywhere (often inside `train_one_epoch`) are not flagged.
+
+## Example
+```python
+sampler = DistributedSampler(dataset)
+loader = DataLoader(dataset, sampler=sampler, batch_size=32)
+for epoch in range(epochs):
+    for x, y in loader:
+        ...
+```
+
+## Use instead
+```python
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        ...
+```
+
+## Fix safety
+There is no automatic fix: the epoch variable and the sampler's reach vary.
+
+## References
+- [torch.utils.data.distributed.DistributedSampler](https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
+from torch_preflight.core.names import tail
+from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.rules.base import Context, RuleMeta, report
+
+META = RuleMeta(
+    code="TPF014",
+    name="distributed-sampler-without-set-epoch",
+    message="DistributedSampler never gets set_epoch(), so every epoch has the same order",
+    fix_title=None,
+    severity=Severity.WARNING,
+)
+
+
+def check(ctx: Context) -> Iterator[Diagnostic]:
+    if "set_epoch" in ctx.source.text:
+        return
+    samplers: dict[str, Event] = {}  # sampler variable (or "" for an inline sampler) -> construction
+    loaders: dict[str, Event] = {}  # loader variable -> its sampler's construction
+    for fn in ctx.model.functions.values():
+        calls = [e for e in fn.events if e.kind is EventKind.CALL]
+        for event in fn.events:
+            if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None or not event.value.callee:
+                continue
+            if _is_distributed_sampler(event.value.callee) and not _no_shuffle(ctx, event):
+                samplers[event.targets[0]] = event
+        for event in fn.events:
+            if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None:
+                continue
+            if tail(event.value.callee) != "DataLoader":
+                continue
+            call = next((c for c in calls if c.span == event.value.span), None)
+            sampler = call.keyword("sampler") if call else None
+            if sampler is None:
+                continue
+            if sampler.base in samplers:
+                loaders[event.targets[0]] = samplers[sampler.base]
+            elif sampler.callee and _is_distributed_sampler(sampler.callee) and not re.search(r"shuffle\s*=\s*False", sampler.text):
+                loaders[event.targets[0]] = event
+    if not loaders:
+        return
+    for loop in ctx.model.loops.values():
+        loader = _iterated_per_pass(ctx, loop, set(loaders))
+        if loader is None:
+            continue
+        yield report(
+            META,
+            loop.header,
+            f"`{loader}` uses a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order",
+            related=[Related(loaders[loader].span, "DistributedSampler")],
+            data={"loader": loader},
+        )
+        return
+
+
+def _is_distributed_sampler(callee: str) -> bool:
+    return tail(callee) == "DistributedSampler"
+
+
+def _no_shuffle(ctx: Context, event: Event) -> bool:
+    return bool(event.value and re.search(r"shuffle\s*=\s*False", event.value.text))
+
+
+def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> str | None:
+    """A loader iterated by a loop nested in `loop` (directly or in a called function)."""
+    events = ctx.training.iteration(loop)
+    for event in events:
+        if event.kind is not EventKind.ASSIGN or event.value is None:
+            continue
+        # The `for` target assignment of a nested loop: its iterable reads the loader.
+        if not any(other.id != loop.id and other.header.contains(event.span) for other in ctx.model.loops.values()):
+            continue
+        for name in loaders:
+            if name in event.value.names or event.value.base == name:
+                return name
+    for event in events:
+        if event.kind is EventKind.CALL and not event.inner and ctx.model.call_targets(event):
+            for arg in (*event.args, *(v for _, v in event.keywords)):
+                if arg.base in loaders:
+                    return arg.base
+    return None

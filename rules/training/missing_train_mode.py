@@ -1,0 +1,115 @@
+"""## What it does
+Flags an epoch loop that puts the model in evaluation mode (`model.eval()`, directly or
+in a function it calls) and trains it in the same loop, but never calls `model.train()`
+inside the loop.
+
+## Why is this bad?
+`model.eval()` sticks until `model.train()` undoes it. After the first evaluation every
+later epoch trains with dropout off and batch norm frozen on its running statistics:
+the model overfits, or batch norm never adapts, and the loss curves look plausible.
+
+The rule needs the evaluated model to be the trained one: its name appears in an
+optimizer's construction or in a `.train()` call elsewhere in the file. A `.train()` call
+anywhere in the loop's iteration (before training, or after evaluating) silences it.
+Teacher and EMA models that are never trained are not flagged.
+
+## Example
+```python
+model.train()
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer)
+    evaluate(model, val_loader)  # calls model.eval()
+```
+
+## Use instead
+```python
+for epoch in range(epochs):
+    model.train()
+    train_one_epoch(model, loader, optimizer)
+    evaluate(model, val_loader)
+```
+
+## Fix safety
+The fix inserts `model.train()` as the first statement of the epoch loop. It is unsafe:
+a model meant to stay in eval mode while training (frozen batch norm) changes behaviour.
+
+## References
+- [torch.nn.Module.train](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
+from torch_preflight.core.edits import insert_statement
+from torch_preflight.core.names import tail
+from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.rules.base import Context, RuleMeta, report
+
+META = RuleMeta(
+    code="TPF009",
+    name="missing-train-mode",
+    message="Epoch loop leaves the model in eval mode for training",
+    fix_title="Insert `model.train()` at the top of the loop",
+    severity=Severity.ERROR,
+)
+
+
+def check(ctx: Context) -> Iterator[Diagnostic]:
+    training = ctx.training
+    for loop in ctx.model.loops.values():
+        events = training.iteration(loop)
+        evals = [e for e in events if e.kind is EventKind.EVAL_MODE and not e.inner and e.receiver]
+        if not evals or any(e.kind is EventKind.TRAIN_MODE for e in events):
+            continue
+        if not any(e.kind is EventKind.BACKWARD for e in events) or not any(training.optimizer_of(e) for e in events):
+            continue
+        for evaluation in evals:
+            receiver = evaluation.receiver or ""
+            if not _trained(ctx, receiver, events):
+                continue
+            yield report(
+                META,
+                loop.header,
+                f"`{receiver}.eval()` runs in this loop and nothing in it calls `{receiver}.train()`: "
+                "from the second iteration on the model trains in eval mode",
+                _fix(ctx, loop, receiver, evaluation),
+                related=[Related(evaluation.span, "switches to eval mode")],
+                data={"model": receiver},
+            )
+            break
+
+
+def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
+    name = tail(receiver)
+    if not name or name == "self":
+        return False
+    training = ctx.training
+    if not any(training.is_forward(e) and tail(e.name) == name for e in events):
+        return False
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for fn in ctx.model.functions.values():
+        for event in fn.events:
+            if event.kind is EventKind.TRAIN_MODE and event.receiver and tail(event.receiver) == name:
+                return True
+            if event.kind is EventKind.ASSIGN and event.value is not None and len(event.targets) == 1:
+                if ctx.model.kind_of_value(event.value, event.function) is Kind.OPTIMIZER and word.search(event.value.text):
+                    return True
+    return False
+
+
+def _fix(ctx: Context, loop: Loop, receiver: str, evaluation: Event) -> Fix | None:
+    if loop.body.start.line <= loop.header.end.line:
+        return None
+    fn = ctx.model.functions.get(loop.function)
+    visible = (
+        bool(ctx.model.assignments(receiver, loop.function))
+        or (fn is not None and receiver in fn.params)
+        or (receiver.startswith("self.") and ctx.model.enclosing_class(loop.function) is not None)
+    )
+    if evaluation.via and not visible:
+        return None
+    edit = insert_statement(ctx.source, loop.body.start.line, loop.body_indent, f"{receiver}.train()")
+    return Fix(f"Insert `{receiver}.train()` at the top of the loop", (edit,), Applicability.UNSAFE)

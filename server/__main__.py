@@ -1,0 +1,5 @@
+import sys
+
+from torch_preflight.server.cli import main
+
+sys.exit(main())

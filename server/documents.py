@@ -1,0 +1,130 @@
+"""Open documents: text with incremental changes, one parso module each, cached analysis.
+
+All parsing and analysis runs on the server's event-loop thread, so the parso module
+that the diff parser mutates in place is never read while it is being reparsed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import parso
+from parso.cache import parser_cache
+from torch_preflight.core.config import Config
+from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
+from torch_preflight.core.memory import MemoryReport
+from torch_preflight.core.notebook import neutralize
+from torch_preflight.core.source import SourceText
+
+from torch_preflight.analyze import Result, analyze, check_model
+
+from . import convert
+
+log = logging.getLogger(__name__)
+_GRAMMAR = parso.load_grammar()
+CELL_SCHEME = "vscode-notebook-cell"  # a notebook cell sent as a plain text document
+
+
+def uri_to_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    if parsed.scheme == CELL_SCHEME:  # vscode-notebook-cell:/path/nb.ipynb#W3sZmlsZQ== -> the notebook's path
+        return unquote(parsed.path)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def apply_change(source: SourceText, change: Any, encoding: str) -> str:
+    """Apply one TextDocumentContentChangeEvent (ranged or whole) to the text."""
+    rng = getattr(change, "range", None)
+    if rng is None:
+        return change.text
+    span = convert.from_lsp_range(source, rng, encoding)
+    start, end = source.offset(span.start), source.offset(span.end)
+    if end < start:
+        start, end = end, start
+    return source.text[:start] + change.text + source.text[end:]
+
+
+@dataclass
+class Document:
+    uri: str
+    text: str
+    version: int | None
+    path: str = ""
+    source: SourceText = field(init=False)
+    builder: IncrementalBuilder = field(default_factory=IncrementalBuilder)
+    result: Result | None = None
+    result_key: tuple[Any, ...] | None = None
+    reports: list[MemoryReport] | None = None
+    reports_key: tuple[Any, ...] | None = None
+    full_analyses: int = 0
+
+    def __post_init__(self) -> None:
+        self.path = uri_to_path(self.uri)
+        self.source = SourceText(self.text)
+
+    @property
+    def is_cell(self) -> bool:
+        """A notebook cell sent as a plain text document: analysed alone, IPython magics neutralised."""
+        return self.uri.startswith(CELL_SCHEME + ":")
+
+    @property
+    def cell_module(self) -> tuple[str, frozenset[int]]:
+        """For a cell: its text with magics neutralised (same lines and columns), and those lines."""
+        lines, neutral = neutralize(self.text)
+        return "\n".join(lines), frozenset(neutral)
+
+    @property
+    def parso_key(self) -> str:
+        return f"<torch-preflight>{self.uri}"
+
+    def update(self, changes: list[Any], version: int | None, encoding: str) -> None:
+        text = self.text
+        for change in changes:
+            text = apply_change(self.source, change, encoding)
+            self.source = SourceText(text)
+        self.text = text
+        self.version = version
+
+    def analysis(self, config: Config) -> Result:
+        """The analysis of the current text, reusing every unchanged top-level statement."""
+        key = (self.version, self.text, config)
+        if self.result is not None and self.result_key == key:
+            return self.result
+        self.result = self._analyze(config)
+        self.result_key = key
+        return self.result
+
+    def _analyze(self, config: Config) -> Result:
+        if self.is_cell:
+            return analyze(self.cell_module[0], self.path, config)
+        try:
+            module = _GRAMMAR.parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
+            starts = [child.start_pos[0] - 1 for child in module.children if child.type != "endmarker"]
+            model = self.builder.build(self.source, chunk_lines(self.source, starts), self.path)
+        except Exception:  # parso is best effort: the full path below is always right
+            log.exception("incremental parse failed for %s", self.uri)
+            model = None
+        if model is None:
+            self.full_analyses += 1
+            return analyze(self.text, self.path, config)
+        return check_model(model, config, self.path)
+
+    def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
+        key = (self.version, self.text, config)
+        if self.reports is not None and self.reports_key == key:
+            return self.reports
+        reports: list[MemoryReport] = []
+        if estimator is not None:
+            try:
+                reports = list(estimator(self.cell_module[0] if self.is_cell else self.text, self.path, config))
+            except Exception:
+                log.exception("estimator failed for %s", self.uri)
+        self.reports, self.reports_key = reports, key
+        return reports
+
+    def close(self) -> None:
+        parser_cache.get(_GRAMMAR._hashed, {}).pop(self.parso_key, None)  # type: ignore[attr-defined]

@@ -1,0 +1,356 @@
+"""The language server: thin handlers over server.documents, server.settings and server.convert."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from torch_preflight.core.config import Config
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, apply_fixes
+from torch_preflight.core.memory import MemoryReport
+from torch_preflight.core.noqa import suppress_edit
+from torch_preflight.core.notebook import touches_neutral
+from torch_preflight.core.source import Span
+
+from torch_preflight import __version__
+
+from . import convert
+from .documents import Document
+from .notebooks import NOTEBOOK_SYNC, Notebooks
+from .settings import SETTINGS_SECTION, Settings, parse_settings
+
+log = logging.getLogger(__name__)
+FIX_ALL = "source.fixAll.torch-preflight"
+CONFIG_TIMEOUT_S = 5.0
+
+
+def _default_estimator() -> Callable[..., list[MemoryReport]] | None:
+    try:
+        from torch_preflight.estimator import estimate_source  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return estimate_source  # type: ignore[no-any-return]
+
+
+class PreflightServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("torch-preflight", __version__, notebook_document_sync=NOTEBOOK_SYNC)
+        self.notebooks = Notebooks(self)  # notebook documents (LSP 3.17 notebook sync)
+        self.docs: dict[str, Document] = {}
+        self.settings = Settings()
+        self.init_settings = Settings()
+        self.config_ready = asyncio.Event()
+        self.pending: dict[str, asyncio.Task[None]] = {}
+        self.pull = False
+        self.estimator: Callable[..., list[MemoryReport]] | None = _default_estimator()
+
+    # --- capabilities -------------------------------------------------------------
+    def _caps(self) -> types.ClientCapabilities:
+        return self.client_capabilities
+
+    @property
+    def encoding(self) -> str:
+        enc = self.workspace.position_encoding
+        return str(enc.value if hasattr(enc, "value") else enc or convert.UTF16)
+
+    def supports_configuration(self) -> bool:
+        ws = self._caps().workspace
+        return bool(ws and ws.configuration)
+
+    def supports_resolve(self) -> bool:
+        td = self._caps().text_document
+        ca = td.code_action if td else None
+        return bool(ca and ca.resolve_support and "edit" in ca.resolve_support.properties)
+
+    def supports_refresh(self, what: str) -> bool:
+        ws = self._caps().workspace
+        cap = getattr(ws, what, None) if ws else None
+        return bool(cap and cap.refresh_support)
+
+    # --- settings -----------------------------------------------------------------
+    def apply_settings(self, raw: Any, base: Settings | None = None) -> None:
+        settings, problems = parse_settings(raw)
+        if raw is None and base is not None:
+            settings = base
+        self.settings = settings
+        for problem in problems:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=problem))
+
+    def config_for(self, doc: Document) -> Config:
+        config, problems = self.settings.config_for(doc.path)
+        for problem in problems:
+            log.warning(problem)
+        return config
+
+    async def fetch_configuration(self) -> None:
+        try:
+            reply = await asyncio.wait_for(
+                self.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section=SETTINGS_SECTION)])),
+                CONFIG_TIMEOUT_S,
+            )
+            raw = reply[0] if reply else None
+            if raw is None:
+                self.settings = self.init_settings
+            else:
+                merged = dict(raw) if isinstance(raw, dict) else raw
+                self.apply_settings(merged)
+        except Exception:  # a client that never answers must not block diagnostics
+            log.exception("workspace/configuration failed")
+        finally:
+            self.config_ready.set()
+
+    # --- diagnostics --------------------------------------------------------------
+    def lsp_diagnostics(self, doc: Document) -> list[types.Diagnostic]:
+        result = doc.analysis(self.config_for(doc))
+        items = [convert.to_lsp_diagnostic(d, result.source, doc.uri, self.encoding) for d in result.diagnostics]
+        items += [convert.syntax_diagnostic(e.message, e.position, result.source, self.encoding) for e in result.syntax_errors[:1]]
+        return items
+
+    def schedule(self, doc: Document) -> None:
+        if self.pull:
+            return
+        task = self.pending.pop(doc.uri, None)
+        if task is not None:
+            task.cancel()
+        self.pending[doc.uri] = asyncio.ensure_future(self._publish_later(doc.uri, doc.version))
+
+    async def _publish_later(self, uri: str, version: int | None) -> None:
+        delay = self.settings.debounce_ms / 1000
+        if delay:
+            await asyncio.sleep(delay)
+        if not self.config_ready.is_set():
+            await self.config_ready.wait()
+        doc = self.docs.get(uri)
+        if doc is None or doc.version != version:
+            return  # closed or stale: a newer change has its own task
+        items = self.lsp_diagnostics(doc)
+        if self.docs.get(uri) is doc and doc.version == version:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
+        if self.pending.get(uri) is asyncio.current_task():
+            del self.pending[uri]
+
+    def refresh_all(self) -> None:
+        for doc in self.docs.values():
+            self.schedule(doc)
+        self.notebooks.refresh_all()
+        if self.pull and self.supports_refresh("diagnostics"):
+            self.workspace_diagnostic_refresh(None)
+        if self.supports_refresh("inlay_hint"):
+            self.workspace_inlay_hint_refresh(None)
+
+    # --- code actions -------------------------------------------------------------
+    def find(self, doc: Document, data: Any) -> Diagnostic | None:
+        found = convert.span_from_data(data)
+        if found is None:
+            return None
+        code, span = found
+        result = doc.analysis(self.config_for(doc))
+        return next((d for d in result.diagnostics if d.code == code and d.span == span), None)
+
+    def action_edit(self, doc: Document, kind: str, data: dict[str, Any]) -> types.WorkspaceEdit | None:
+        result = doc.analysis(self.config_for(doc))
+        source = result.source
+        neutral = doc.cell_module[1] if doc.is_cell else frozenset()
+        if neutral:  # a notebook cell: the original text (magics kept), fixes that leave magic lines alone
+            source = doc.source
+            if kind != "noqa" and not all(not touches_neutral(neutral, e.span) for d in result.diagnostics if d.fix for e in d.fix.edits):
+                result = dataclasses.replace(
+                    result, diagnostics=[d for d in result.diagnostics if not d.fix or not any(touches_neutral(neutral, e.span) for e in d.fix.edits)]
+                )
+        if kind == "fixAll":
+            fixes = [d.fix for d in result.diagnostics if d.fix and d.fix.applicability is Applicability.SAFE]
+            text, n = apply_fixes(source, fixes)
+            if not n:
+                return None
+            whole = Span(source.position(0), source.position(len(source.text)))
+            edits = [types.TextEdit(range=convert.to_lsp_range(source, whole, self.encoding), new_text=text)]
+            return convert.workspace_edit(doc.uri, doc.version, edits)
+        diagnostic = self.find(doc, data)
+        if diagnostic is None:
+            return None
+        if kind == "fix" and diagnostic.fix:
+            return convert.workspace_edit(doc.uri, doc.version, convert.to_text_edits(diagnostic.fix.edits, source, self.encoding))
+        if kind == "noqa":
+            edit = suppress_edit(source, diagnostic.span.start.line, diagnostic.code)
+            return convert.workspace_edit(doc.uri, doc.version, convert.to_text_edits([edit], source, self.encoding))
+        return None
+
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        doc = self.docs.get(params.text_document.uri)
+        if doc is None:
+            return self.notebooks.code_actions(params) or []
+        only = params.context.only if params.context else None
+        result = doc.analysis(self.config_for(doc))
+        rng = convert.from_lsp_range(result.source, params.range, self.encoding)
+        lazy = self.supports_resolve()
+        actions: list[types.CodeAction] = []
+
+        def add(title: str, kind: str, what: str, data: dict[str, Any], diags: list[types.Diagnostic] | None, preferred: bool = False) -> None:
+            payload = {"uri": doc.uri, "version": doc.version, "action": what, **data}
+            action = types.CodeAction(title=title, kind=kind, diagnostics=diags, is_preferred=preferred or None, data=payload)
+            if not lazy:
+                action.edit = self.action_edit(doc, what, data)
+                if action.edit is None:
+                    return
+            actions.append(action)
+
+        wants_quickfix = not only or any(types.CodeActionKind.QuickFix.value.startswith(k) or k.startswith("quickfix") for k in only)
+        if wants_quickfix:
+            for d in result.diagnostics:
+                if not (d.span.start.line <= rng.end.line and rng.start.line <= d.span.end.line):
+                    continue
+                lsp = [convert.to_lsp_diagnostic(d, result.source, doc.uri, self.encoding)]
+                data = convert.diagnostic_data(d)
+                if d.fix and d.fix.applicability is not Applicability.DISPLAY_ONLY:
+                    add(f"{d.fix.title} ({d.code})", types.CodeActionKind.QuickFix, "fix", data, lsp,
+                        preferred=d.fix.applicability is Applicability.SAFE)
+                add(f"Suppress {d.code} on this line", types.CodeActionKind.QuickFix, "noqa", data, lsp)
+        wants_fix_all = only and any(FIX_ALL.startswith(k) for k in only)
+        if wants_fix_all and any(d.fix and d.fix.applicability is Applicability.SAFE for d in result.diagnostics):
+            add("Fix all safe torch-preflight issues", FIX_ALL, "fixAll", {}, None)
+        return actions
+
+    def resolve(self, action: types.CodeAction) -> types.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        doc = self.docs.get(data.get("uri", ""))
+        if doc is None or action.edit is not None:
+            return action
+        if data.get("version") != doc.version:
+            return action  # stale: the client will ask again
+        action.edit = self.action_edit(doc, str(data.get("action")), data)
+        return action
+
+    # --- memory -------------------------------------------------------------------
+    def reports(self, doc: Document) -> list[MemoryReport]:
+        return doc.memory(self.config_for(doc), self.estimator)
+
+    def hover(self, doc: Document, pos: types.Position) -> types.Hover | None:
+        source = doc.source
+        line = convert.from_lsp_position(source, pos, self.encoding).line
+        result = doc.analysis(self.config_for(doc))
+        class_lines = {}
+        if result.model is not None:
+            class_lines = {c.span.start.line: c.name for c in result.model.classes.values()}
+        for report in self.reports(doc):
+            layer = next((x for x in report.layers if x.line == line), None)
+            if layer is not None or line == report.model_line or class_lines.get(line) == report.model:
+                return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=convert.hover_markdown(report, layer)))
+        return None
+
+
+def create_server() -> PreflightServer:
+    server = PreflightServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: PreflightServer, params: types.InitializeParams) -> None:
+        settings, problems = parse_settings(params.initialization_options)
+        ls.init_settings = ls.settings = settings
+        ls._init_problems = problems  # type: ignore[attr-defined]
+        td = params.capabilities.text_document
+        ls.pull = bool(td and td.diagnostic)
+        if ls.pull:
+            ls.feature(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DiagnosticOptions(inter_file_dependencies=False, workspace_diagnostics=False))(pull_diagnostics)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: PreflightServer, params: types.InitializedParams) -> None:
+        for problem in getattr(ls, "_init_problems", []):
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=problem))
+        if ls.supports_configuration():
+            await ls.fetch_configuration()
+        else:
+            ls.config_ready.set()
+
+    def pull_diagnostics(ls: PreflightServer, params: types.DocumentDiagnosticParams) -> types.RelatedFullDocumentDiagnosticReport:
+        doc = ls.docs.get(params.text_document.uri)
+        items = ls.lsp_diagnostics(doc) if doc is not None else ls.notebooks.pull(params.text_document.uri) or []
+        return types.RelatedFullDocumentDiagnosticReport(items=items)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: PreflightServer, params: types.DidChangeConfigurationParams) -> None:
+        raw = params.settings
+        if isinstance(raw, dict) and raw:
+            ls.apply_settings(raw)
+        elif ls.supports_configuration():
+            await ls.fetch_configuration()
+        ls.refresh_all()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: PreflightServer, params: types.DidOpenTextDocumentParams) -> None:
+        td = params.text_document
+        ls.docs[td.uri] = doc = Document(td.uri, td.text, td.version)
+        ls.schedule(doc)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: PreflightServer, params: types.DidChangeTextDocumentParams) -> None:
+        doc = ls.docs.get(params.text_document.uri)
+        if doc is None:
+            return
+        doc.update(list(params.content_changes), params.text_document.version, ls.encoding)
+        ls.schedule(doc)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: PreflightServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        doc = ls.docs.pop(uri, None)
+        task = ls.pending.pop(uri, None)
+        if task is not None:
+            task.cancel()
+        if doc is not None:
+            doc.close()
+        if not ls.pull:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True),
+    )
+    def code_action(ls: PreflightServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return ls.code_actions(params)
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    def code_action_resolve(ls: PreflightServer, action: types.CodeAction) -> types.CodeAction:
+        return ls.resolve(action)
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+    async def inlay_hint(ls: PreflightServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+        await asyncio.wait_for(ls.config_ready.wait(), CONFIG_TIMEOUT_S)
+        doc = ls.docs.get(params.text_document.uri)
+        if not ls.settings.inlay_hints:
+            return []
+        if doc is None:
+            return ls.notebooks.inlay_hints(params) or []
+        rng = convert.from_lsp_range(doc.source, params.range, ls.encoding)
+        return convert.inlay_hints(ls.reports(doc), doc.source, rng, ls.encoding)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: PreflightServer, params: types.HoverParams) -> types.Hover | None:
+        await asyncio.wait_for(ls.config_ready.wait(), CONFIG_TIMEOUT_S)
+        doc = ls.docs.get(params.text_document.uri)
+        return ls.hover(doc, params.position) if doc is not None else ls.notebooks.hover(params)[1]
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: PreflightServer, params: None) -> None:
+        for task in ls.pending.values():
+            task.cancel()
+        ls.pending.clear()
+        ls.notebooks.cancel_all()
+
+    # notebook sync: pygls updates its workspace first, then calls these
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_did_open(ls: PreflightServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        ls.notebooks.opened(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(ls: PreflightServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        ls.notebooks.changed(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(ls: PreflightServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.notebooks.closed(params.notebook_document.uri)
+
+    return server

@@ -1,0 +1,8 @@
+import torch.nn as nn
+
+model = nn.Linear(4, 2)
+logits = model.forward(x)
+net = nn.Sequential(nn.Linear(4, 2))
+out = net.forward(
+    x
+)

@@ -1,0 +1,3 @@
+import torch
+
+state = torch.load(path, map_location="cpu", weights_only=False)

@@ -1,0 +1,122 @@
+"""Random edit sequences: the document text and its diagnostics equal a fresh full analysis."""
+
+from __future__ import annotations
+
+import ast
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lsprotocol import types
+from torch_preflight.core.config import Config
+from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
+from torch_preflight.core.parse import parse
+from torch_preflight.core.semantic import build
+from torch_preflight.core.source import SourceText
+from torch_preflight.server import convert
+from torch_preflight.server.documents import Document
+
+from torch_preflight.analyze import analyze
+
+BASE = '''import torch
+import torch.nn as nn
+
+
+@dataclass(frozen=True)
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    model.eval()
+    for x in loader:
+        print(model(x))
+'''
+PASTES = [
+    "\ndef helper(model, data):\n    for d in data:\n        model(d)\n",
+    "\nimport torch.optim as optim\n",
+    "    optimizer.zero_grad()\n",
+    "with torch.no_grad():\n",
+    "(", ")", "[", "'''", "😀", "é", "\t", "\n", "    ", "x = 1\n", "# noqa: TPF001", "for i in range(3):\n    pass\n",
+]
+
+
+def to_utf16(text: str, offset: int) -> types.Position:
+    source = SourceText(text)
+    return convert.to_lsp_position(source, source.position(offset))
+
+
+edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(PASTES), st.text(max_size=6)))
+
+
+def diagnostics(result):  # type: ignore[no-untyped-def]
+    return [(d.code, d.span, d.message, d.fix) for d in result.diagnostics]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(edit, min_size=1, max_size=8))
+def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]]) -> None:
+    doc = Document("file:///tmp/prop/t.py", BASE, 0)
+    expected = BASE
+    config = Config()
+    doc.analysis(config)
+    for version, (a, b, new) in enumerate(edits, start=1):
+        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
+        if end - start > 40:
+            end = start + 40
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new
+        )
+        doc.update([change], version, convert.UTF16)
+        expected = expected[:start] + new + expected[end:]
+        assert doc.text == expected
+        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(expected, doc.path, config))
+    doc.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(edit, min_size=1, max_size=5))
+def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str]]) -> None:
+    import parso
+
+    grammar = parso.load_grammar()
+    builder = IncrementalBuilder()
+    text = BASE
+    for a, b, new in edits:
+        start, end = sorted((int(a * len(text)), int(b * len(text))))
+        text = text[:start] + new + text[start + min(end - start, 40):]
+        source = SourceText(text)
+        module = grammar.parse(text, diff_cache=True, path="<prop-test>", cache=False)
+        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
+        model = builder.build(source, chunks, "t.py")
+        parsed = parse(source)
+        if model is None:
+            continue
+        assert parsed.ok, "chunks parsed although the file does not"
+        full = build(parsed.tree, source, "t.py")
+        assert list(model.functions) == list(full.functions)
+        assert model.functions == full.functions
+        assert model.classes == full.classes
+        assert model.loops == full.loops
+        assert list(model.imports.aliases.items()) == list(full.imports.aliases.items())
+        assert ast.dump(model.tree, include_attributes=True) == ast.dump(full.tree, include_attributes=True)
+
+
+def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
+    doc = Document("file:///tmp/prop/u.py", BASE, 0)
+    doc.analysis(Config())
+    offset = BASE.index("print(model(x))")
+    pos = to_utf16(BASE, offset)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="y = 1; ")], 1, convert.UTF16)
+    doc.analysis(Config())
+    assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
+    assert doc.builder.reused >= 4
+    doc.close()

@@ -1,0 +1,132 @@
+"""`torch-preflight estimate FILE`: the static VRAM estimate of a training script, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from torch_preflight.core.config import ConfigError, load_config, parse_size
+from torch_preflight.core.memory import MemoryReport, format_bytes
+from torch_preflight.estimator import GPUS, EstimateOptions, estimate_source, gpu_memory
+
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad", "adam8bit", "none")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="the training script (or model file) to estimate")
+    parser.add_argument("--model", help="the model class (or variable) to report; default: every trained model")
+    parser.add_argument("--batch-size", type=int, help="override the batch size read from the script")
+    parser.add_argument("--input-shape", help="one sample's shape without the batch dimension, e.g. 3,224,224")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), help="parameter dtype")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, help="override the optimizer read from the script")
+    parser.add_argument("--gpu", help=f"budget from a GPU name: {', '.join(sorted(GPUS))}")
+    parser.add_argument("--gpu-memory", help="budget as a size, e.g. 24GiB")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="backend semantics to model (default cuda)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def options_from_args(args: argparse.Namespace) -> EstimateOptions:
+    """Flags first, then `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size)."""
+    config = load_config(Path(args.file))
+    budget = None
+    gpu = args.gpu or (config.gpu if not args.gpu_memory else None)
+    if args.gpu_memory:
+        budget = parse_size(args.gpu_memory)
+    elif gpu:
+        budget = gpu_memory(gpu)
+        if budget is None:
+            raise ConfigError(f"unknown GPU {gpu!r}; known: {', '.join(sorted(GPUS))}")
+    elif config.gpu_memory:
+        budget = config.gpu_memory
+    shape = None
+    if args.input_shape:
+        try:
+            shape = tuple(int(v) for v in args.input_shape.replace("x", ",").strip("()[] ").split(",") if v.strip())
+        except ValueError:
+            raise ConfigError(f"cannot read --input-shape {args.input_shape!r} (try 3,224,224)") from None
+    dtype = args.dtype or config.dtype
+    return EstimateOptions(
+        model=args.model, batch_size=args.batch_size or config.batch_size, input_shape=shape,
+        dtype=DTYPES.get(dtype, dtype) if dtype else None, optimizer=args.optimizer, device=args.device,
+        budget_bytes=budget, gpu=gpu,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"torch-preflight estimate: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        options = options_from_args(args)
+    except ConfigError as exc:
+        print(f"torch-preflight estimate: {exc}", file=sys.stderr)
+        return 2
+    reports = estimate_source(text, str(path), options)
+    if args.format == "json":
+        print(json.dumps(to_json(reports, str(path)), indent=2))
+    else:
+        render_text(reports, str(path))
+    if not reports:
+        return 1
+    return 1 if any(r.fits is False for r in reports) else 0
+
+
+def to_json(reports: list[MemoryReport], path: str) -> dict[str, Any]:
+    return {"file": path, "models": [r.to_json() for r in reports]}
+
+
+def render_text(reports: list[MemoryReport], path: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    # A table this wide wraps badly at the 80 columns rich assumes for pipes and files.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    if not reports:
+        console.print(f"{path}: no nn.Module model found to estimate")
+        return
+    for r in reports:
+        title = f"{r.model} ({path}:{r.model_line + 1}), --device {r.device}"
+        table = Table(title=title, title_justify="left")
+        table.add_column("layer")
+        table.add_column("type")
+        table.add_column("line", justify="right")
+        table.add_column("params", justify="right")
+        table.add_column("param mem", justify="right")
+        table.add_column("saved activations", justify="right")
+        table.add_column("output")
+        table.add_column("", no_wrap=True)
+        top = max([lay.param_bytes + (lay.activation_bytes or 0) for lay in r.layers] or [1]) or 1
+        for lay in r.layers:
+            size = lay.param_bytes + (lay.activation_bytes or 0)
+            bar = "█" * round(12 * size / top)
+            shape = "x".join(str(d) for d in lay.output_shape) if lay.output_shape else ""
+            table.add_row(lay.name, lay.type, str(lay.line + 1), f"{lay.params:,}", format_bytes(lay.param_bytes),
+                          format_bytes(lay.activation_bytes), shape, bar)
+        console.print(table)
+        console.print("[bold]Breakdown at the peak[/bold]")
+        for key, value in r.breakdown.items():
+            console.print(f"  {key.replace('_', ' '):16} {format_bytes(value):>12}")
+        console.print(f"[bold]Peak[/bold] {format_bytes(r.peak_bytes)} ({r.peak_bytes:,} bytes, what max_memory_allocated() reports)")
+        if r.device == "cuda":
+            console.print(f"  nvidia-smi would show about {format_bytes(r.peak_bytes + r.overhead_bytes)}: "
+                          f"+{format_bytes(r.overhead_bytes)} CUDA context and allocator reserve (not in the peak)")
+        if not r.complete:
+            console.print("[yellow]Incomplete: part of the model or step could not be read (see assumptions).[/yellow]")
+        console.print("[bold]Assumptions[/bold]")
+        for a in r.assumptions:
+            console.print(f"  - {a.text}")
+        if r.budget_bytes is not None:
+            verdict = "[green]fits[/green]" if r.fits else "[red]does not fit[/red]"
+            console.print(f"[bold]Budget[/bold] {format_bytes(r.budget_bytes)}: {verdict}"
+                          + (f"; largest batch size that fits: {r.max_batch_size}" if r.max_batch_size is not None else ""))
+            for s in r.suggestions:
+                mark = "fits" if s.peak_bytes <= r.budget_bytes else "still over"
+                console.print(f"  - {s.remedy}: peak {format_bytes(s.peak_bytes)} ({mark}){' - ' + s.note if s.note else ''}")
+        console.print()
