@@ -13,7 +13,7 @@ help: ## Show this help
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,measure]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install the package with its dev extras

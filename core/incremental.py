@@ -71,6 +71,8 @@ class IncrementalBuilder:
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self.reused = 0
         self.rebuilt = 0
+        self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
+        self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
 
     def build(self, source: SourceText, chunks: list[Chunk], path: str) -> ModuleModel | None:
         text = source.text.replace("\x00", " ")
@@ -105,6 +107,7 @@ class IncrementalBuilder:
         loops: dict[int, Loop] = {}
         new_pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self.reused = self.rebuilt = 0
+        ordered_pieces: list[_Piece] = []
         for start, code, p in parsed:
             key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(key)
@@ -114,16 +117,41 @@ class IncrementalBuilder:
             else:
                 self.reused += 1
             new_pieces[key] = piece
+            ordered_pieces.append(piece)
             module.events.extend(piece.events)
             functions.update(piece.functions)
             classes.update({name: replace(cls, is_module=False, owns_loop=False) for name, cls in piece.classes.items()})
             loops.update(piece.loops)
         self._pieces = new_pieces
+        self.units = [(chunk, code, p.body) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)]
+        self._last = (source, imports, ordered_pieces, path)
         classifier = _Builder(source, imports)
         classifier.classes = classes
         classifier._classify_classes()
         tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
         return ModuleModel(source, path, imports, functions, classes, loops, tree)
+
+    def submodel(self, keep: list[int]) -> ModuleModel:
+        """The model of the last build restricted to the statements `keep` (indices into
+        `units`), merged like `build` does; spans and loop ids stay those of the whole file."""
+        assert self._last is not None
+        source, imports, pieces, path = self._last
+        module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
+        functions: dict[str, Function] = {"": module}
+        classes: dict[str, ClassInfo] = {}
+        loops: dict[int, Loop] = {}
+        body: list[ast.stmt] = []
+        for index in keep:
+            piece = pieces[index]
+            module.events.extend(piece.events)
+            functions.update(piece.functions)
+            classes.update({name: replace(cls, is_module=False, owns_loop=False) for name, cls in piece.classes.items()})
+            loops.update(piece.loops)
+            body.extend(self.units[index][2])
+        classifier = _Builder(source, imports)
+        classifier.classes = classes
+        classifier._classify_classes()
+        return ModuleModel(source, path, imports, functions, classes, loops, ast.Module(body=body, type_ignores=[]))
 
 
 def _parse_chunk(start: int, code: str) -> _Parsed | None:

@@ -395,6 +395,8 @@ class ModuleModel:
             if last in ("DataParallel", "parallel.DistributedDataParallel") or last == "DistributedDataParallel":
                 return Kind.MODEL
             return Kind.MODEL
+        if callee == "torch.compile" and self._compiles_function(value, scope):
+            return Kind.UNKNOWN  # `torch.compile(create_block_mask)`: a compiled function, not a model
         if callee in ("torch.compile",) or last in ("DistributedDataParallel", "DDP", "FSDP", "FullyShardedDataParallel"):
             return Kind.MODEL
         if callee.startswith(("torchvision.models.", "timm.create_model")):
@@ -411,6 +413,16 @@ class ModuleModel:
         if called is Kind.MODEL:
             return Kind.OUTPUT
         return Kind.UNKNOWN
+
+    def _compiles_function(self, value: Value, scope: str) -> bool:
+        """`torch.compile(f)` where `f` (not called) is a function of this file or imported `from x import f`."""
+        for name in value.names:
+            if name in value.calls or self.imports.resolve(name) in value.calls:
+                continue
+            target = self.imports.aliases.get(name)
+            if self.resolve_function(name, scope) or (target and target.endswith("." + name) and name[:1].islower()):
+                return True
+        return False
 
     def is_module_class(self, qualified: str) -> bool:
         cls = self.classes.get(qualified)

@@ -44,6 +44,10 @@ _TORCH_ECOSYSTEM = frozenset(
      "accelerate", "transformers", "timm", "ignite", "skorch", "deepspeed", "fairscale", "apex", "horovod",
      "torchmetrics", "peft", "diffusers", "torchrl", "functorch", "dgl", "mmcv", "mmengine", "detectron2", "fastai", "composer"}
 )
+_OTHER_FRAMEWORKS = frozenset(
+    {"tensorflow", "keras", "tf_keras", "mxnet", "jax", "flax", "optax", "haiku", "paddle", "mindspore", "chainer", "theano",
+     "tinygrad", "mlx", "oneflow", "megengine", "jittor"}
+)
 _TRAINING_WORDS = re.compile(r"backward|step|train|update|optimi[sz]|fit|learn|zero_grad", re.I)
 
 
@@ -112,7 +116,8 @@ class TrainingModel:
         for event in self.expanded(loop.function):
             if loop.id in event.loops:
                 depth = event.loops.index(loop.id)
-                events.append(replace(event, inner=depth < len(event.loops) - 1))
+                inner = depth < len(event.loops) - 1
+                events.append(event if inner == event.inner else replace(event, inner=inner))  # equal value, no copy
         result = tuple(events)
         self._iterations[loop.id] = result
         return result
@@ -141,8 +146,8 @@ class TrainingModel:
         """A call of a model (an nn.Module instance), e.g. `model(x)`."""
         if event.kind is not EventKind.CALL or not event.name or event.receiver:
             return False
-        if not self.is_torch_code or not (event.args or event.keywords):
-            return False  # another framework's code; a model forward takes inputs
+        if not self.is_torch_code or self.model.source.slice(event.span).replace(" ", "").endswith("()"):
+            return False  # another framework's code; a model forward takes inputs (`comp()` is not one)
         if self.model.is_module_class(event.name):
             return False  # constructing, not running
         if self.model.resolve_function(event.name, event.function) or self._is_imported_callable(event.name):
@@ -161,8 +166,10 @@ class TrainingModel:
 
     @cached_property
     def is_torch_code(self) -> bool:
-        """The file imports torch (or a library built on it): rules about torch training apply."""
-        return any(target.partition(".")[0] in _TORCH_ECOSYSTEM for target in self.model.imports.aliases.values())
+        """False for another framework's code: the file imports TensorFlow, MXNet, JAX... and nothing
+        of torch (a helper module that imports nothing at all still counts as torch code)."""
+        heads = {target.partition(".")[0] for target in self.model.imports.aliases.values()}
+        return bool(heads & _TORCH_ECOSYSTEM) or not heads & _OTHER_FRAMEWORKS
 
     def is_opaque(self, event: Event) -> bool:
         """A call into code this file cannot see (not torch, not a builtin, not local)."""

@@ -34,6 +34,11 @@ class RuleMeta:
     severity: Severity
     status: Status = Status.STABLE
     default_enabled: bool = True
+    # Prefilter, checked by analyze() before the rule runs: every entry is "a|b|c", and the
+    # rule runs only when, for every entry, one of its alternatives occurs in the source
+    # (a plain substring test on the lower-cased text, so write them in lower case). It must
+    # over-approximate: a file the rule could flag always passes. Empty: always run.
+    requires: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:

@@ -20,7 +20,8 @@ from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.notebook import neutralize
 from torch_preflight.core.source import SourceText
 
-from torch_preflight.analyze import Result, analyze, check_model
+from torch_preflight.analyze import Result, analyze
+from torch_preflight.scoped import ScopedChecker
 
 from . import convert
 
@@ -56,6 +57,7 @@ class Document:
     path: str = ""
     source: SourceText = field(init=False)
     builder: IncrementalBuilder = field(default_factory=IncrementalBuilder)
+    scoped: ScopedChecker = field(default_factory=ScopedChecker)  # rule results per top-level statement
     result: Result | None = None
     result_key: tuple[Any, ...] | None = None
     reports: list[MemoryReport] | None = None
@@ -111,7 +113,7 @@ class Document:
         if model is None:
             self.full_analyses += 1
             return analyze(self.text, self.path, config)
-        return check_model(model, config, self.path)
+        return self.scoped.check(self.builder, model, config, self.path)
 
     def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
         key = (self.version, self.text, config)

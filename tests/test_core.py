@@ -6,8 +6,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from torch_preflight.analyze import analyze
 from torch_preflight.core.config import Config, ConfigError, config_from_table, load_config, parse_size
 from torch_preflight.core.diagnostics import Applicability, Edit, Fix, apply_fixes
 from torch_preflight.core.edits import indent_unit, wrap_block
@@ -16,6 +14,8 @@ from torch_preflight.core.noqa import scan, suppress_edit
 from torch_preflight.core.parse import parse
 from torch_preflight.core.semantic import EventKind, Kind, build
 from torch_preflight.core.source import Position, SourceText, Span
+
+from torch_preflight.analyze import analyze
 
 BAD_LOOP = """\
 import torch

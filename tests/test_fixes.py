@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXES
-
-from torch_preflight.analyze import analyze
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import apply_fixes
+
+from torch_preflight.analyze import analyze
 
 CASES = sorted(FIXES.rglob("*.in.py"))
 

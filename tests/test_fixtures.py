@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from expectations import expected, render
+from torch_preflight.core.config import Config, config_from_table
 
 from torch_preflight.analyze import analyze
-from torch_preflight.core.config import Config, config_from_table
 
 _CONFIG_HEADER = re.compile(r"^#\s*torch-preflight-test-config:\s*(?P<pairs>.+)$", re.M)
 

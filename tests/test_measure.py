@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from torch_preflight.core.memory import LayerEstimate, MemoryReport
 
 from torch_preflight.cli import main as cli_main
-from torch_preflight.core.memory import LayerEstimate, MemoryReport
 from torch_preflight.measure import command
 from torch_preflight.measure.report import (
     LayerMeasure,
@@ -102,8 +102,8 @@ def test_compare_without_an_estimate() -> None:
 def test_text_report_from_a_canned_measurement() -> None:
     m = canned()
     text = render_text(m, compare(m, [estimate()]), width=6)
-    assert "Measured peak      4.0 MiB (4,194,304 bytes), during optimizer (AdamW) in step 1" in text
-    assert "Estimated peak     5.0 MiB (5,242,880 bytes) for Net, error +1.0 MiB (+25.0%)" in text
+    assert "Measured peak     4.0 MiB (4,194,304 bytes), during optimizer (AdamW) in step 1" in text
+    assert "Estimated peak    5.0 MiB (5,242,880 bytes) for Net, error +1.0 MiB (+25.0%)" in text
     lines = text.splitlines()
     relu = next(line for line in lines if line.strip().startswith("relu"))
     assert relu.split() == ["relu", "ReLU", "64.0", "KiB", "128.0", "KiB", "+64.0", "KiB", "(+100.0%)"]
@@ -222,7 +222,7 @@ def test_measures_a_tiny_model_and_stops_after_the_steps(tmp_path: Path, torch_m
     hooks_before = len(torch_mod.nn.modules.module._global_forward_hooks)
     m = measure_script(str(script), [str(marker)], steps=2, device="cpu")
     out = capsys.readouterr().out
-    assert "step 1" in out and "step 2" not in out and "swallowed" not in out
+    assert "step 0" in out and "step 1" not in out and "swallowed" not in out  # stopped inside the second step()
     assert not marker.exists()  # stopped: the rest of the script never ran
     assert len(torch_mod.nn.modules.module._global_forward_hooks) == hooks_before  # hooks removed
     assert m.steps_completed == 2 and m.error is None and m.device == "cpu"

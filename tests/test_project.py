@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torch_preflight.analyze import analyze
 from torch_preflight.core.config import Config
 from torch_preflight.core.project import Project
+
+from torch_preflight.analyze import analyze
 
 TRAIN = """\
 import torch

@@ -4,7 +4,6 @@ import re
 
 import pytest
 from conftest import ROOT
-
 from torch_preflight.rules.base import DOC_SECTIONS
 from torch_preflight.rules.docs import expected_pages, missing_sections
 from torch_preflight.rules.registry import ALL_RULES, BY_CODE, SelectionError, select_rules

@@ -67,6 +67,21 @@ def enabled_rules(config: Config, path: str = "") -> tuple[Rule, ...]:
     return _rules(config.select, tuple(ignore), config.extend_select, config.preview)
 
 
+def runnable(rules: tuple[Rule, ...], text: str) -> list[Rule]:
+    """The rules whose `RuleMeta.requires` prefilter passes on `text`."""
+    lowered: str | None = None
+    out: list[Rule] = []
+    for rule in rules:
+        needs = rule.meta.requires
+        if needs:
+            if lowered is None:
+                lowered = text.lower()
+            if not all(any(alt in lowered for alt in need.split("|")) for need in needs):
+                continue
+        out.append(rule)
+    return out
+
+
 def analyze(
     text: str,
     path: str = "<stdin>",
@@ -99,7 +114,7 @@ def check_model(
     view = (project if project is not None else Project()).view()
     ctx = Context(model, config, _memory(model, config, path), view, _shapes(model, config, path))
     diagnostics: list[Diagnostic] = []
-    for rule in enabled_rules(config, path):
+    for rule in runnable(enabled_rules(config, path), source.text):
         diagnostics.extend(rule.check(ctx))
     suppressions = scan(source)
     kept = [d for d in diagnostics if not suppressions.suppresses(d)]

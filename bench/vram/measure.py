@@ -20,7 +20,7 @@ from pathlib import Path
 
 # the measurement lives in the package (torch_preflight.measure.runtime, also behind `torch-preflight measure`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from torch_preflight.measure.runtime import cpu_peak  # noqa: E402
+from torch_preflight.measure.runtime import cpu_peak
 
 
 def main() -> int:

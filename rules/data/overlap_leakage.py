@@ -49,6 +49,7 @@ META = RuleMeta(
     message="Oversampling before the train/test split puts copies of a sample on both sides",
     fix_title=None,
     severity=Severity.WARNING,
+    requires=("resample",),  # fit_resample / sklearn.utils.resample (dataflow.taint_kind)
 )
 
 

@@ -57,6 +57,8 @@ META = RuleMeta(
     message="Statistic fitted on data that is split afterwards (test rows leak into it)",
     fix_title=None,
     severity=Severity.WARNING,
+    # a fitted transformer or a dataset statistic (dataflow.taint_kind) needs one of these names
+    requires=("fit|mean|std|var|min|max|median|quantile|percentile",),
 )
 
 

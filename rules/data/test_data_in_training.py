@@ -53,6 +53,8 @@ META = RuleMeta(
     message="Training or model selection uses the test split",
     fix_title=None,
     severity=Severity.ERROR,
+    # a test side comes from train=False, split="test"/"eval", a split call or a test-like name
+    requires=("false|test|tst|holdout|hold_out|split|eval",),
 )
 
 _FITS = frozenset({"fit", "fit_transform", "fit_resample", "partial_fit", "train_on_batch"})

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from torch_preflight.core.semantic import EventKind, Kind
+from torch_preflight.core.semantic import ClassInfo, EventKind, Kind
 from torch_preflight.core.source import Position, Span
 from torch_preflight.rules.base import Context, RuleMeta, report
 
@@ -60,7 +60,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             owner = model.enclosing_class(event.function)
             if owner is not None and owner.is_module and (receiver == "self" or receiver.startswith("self.")):
                 continue
-            if model.kind_of(receiver, event.function) is not Kind.MODEL:
+            if model.kind_of(receiver, event.function) is not Kind.MODEL or _known_non_module(ctx, receiver, event.function):
                 continue
             prefix = f"{receiver}.forward"
             start = event.span.start
@@ -75,3 +75,50 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 f"registered hooks) do not run; call `{receiver}(...)`",
                 fix,
             )
+
+
+_TORCHSCRIPT = frozenset({"torch.jit.script", "torch.jit.script_method", "torch.jit.export", "torch.jit.interface"})
+
+
+def _known_non_module(ctx: Context, receiver: str, scope: str) -> bool:
+    """The spelling says "model" but the file says otherwise: TorchScript code (where `.forward()`
+    is how an interface is called), an instance of a class of this file that is not an nn.Module
+    (skorch's `NeuralNet.forward(X)` is its inference API), or a pytest fixture parameter whose
+    fixture in this file does not return a module."""
+    model = ctx.model
+    fn = model.functions.get(scope)
+    while fn is not None:
+        if any(d in _TORCHSCRIPT for d in fn.decorators):
+            return True
+        fn = model.functions.get(fn.parent) if fn.parent else None
+    assigned = model.assignments(receiver, scope)
+    if assigned:
+        value = assigned[-1].value
+        if value is None:
+            return False
+        constructed = [cls for c in (value.callee, *value.calls) if c for cls in [_local_class(ctx, c, scope)] if cls]
+        return bool(constructed) and not constructed[0].is_module
+    fn = model.functions.get(scope)
+    if fn is None or receiver not in fn.params:
+        return False
+    fixtures = [f for f in model.functions.values() if f.name == receiver and any(d.endswith("pytest.fixture") for d in f.decorators)]
+    if not fixtures:
+        return False
+    for fixture in fixtures:
+        for event in fixture.events:
+            if event.kind is EventKind.RETURN and event.function == fixture.qualname and event.value is not None:
+                if model.kind_of_value(event.value, fixture.qualname) is Kind.MODEL:
+                    return False
+    return True
+
+
+def _local_class(ctx: Context, name: str, scope: str) -> ClassInfo | None:
+    """The class of this file `name` refers to from `scope` (classes nested in functions included)."""
+    classes = ctx.model.classes
+    current: str | None = scope
+    while current:
+        if f"{current}.{name}" in classes:
+            return classes[f"{current}.{name}"]
+        fn = ctx.model.functions.get(current)
+        current = (fn.parent or fn.owner) if fn else None
+    return classes.get(name)

@@ -63,7 +63,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             if not unsafe and pickle_module is None:
                 continue
             path = event.args[0] if event.args else event.keyword("f")
-            if path is None or _own_literal(ctx, event, path):
+            if path is None or _own_literal(ctx, event, path) or _saved_here(ctx, event, path) or _unpickler_of_reduce(ctx, event):
                 continue
             fix = None
             if unsafe and weights_only is not None:
@@ -85,6 +85,45 @@ def _own_literal(ctx: Context, event: Event, path: Value) -> bool:
     if path.base and not path.callee and not path.method and path.base == path.text:
         earlier = [a for a in ctx.model.assignments(path.base, event.function) if a.function != event.function or a.stmt.start < event.stmt.start]
         if earlier and all(a.value is not None and isinstance(_literal(a.value.text), str) for a in earlier[-1:]):
+            return True
+    return False
+
+
+_SAVES = frozenset({"torch.save", "torch.serialization.save"})
+
+
+def _saved_here(ctx: Context, event: Event, path: Value) -> bool:
+    """A round trip: the same function wrote this file or buffer with `torch.save` earlier
+    (`torch.save(m, buf); buf.seek(0); torch.load(buf)`, or `tmp` / `tmp.name` of one temp file),
+    or serialised the object that another rank sends it (`torch.save(obj, buffer)` on the
+    sending rank, `torch.load(buffer)` on the receiving ones)."""
+    fn = ctx.model.functions.get(event.function)
+    if fn is None or not path.base:
+        return False
+    for save in fn.events:
+        if save.span.start >= event.span.start:
+            break
+        if save.kind is not EventKind.CALL or save.name not in _SAVES:
+            continue
+        dest = save.args[1] if len(save.args) > 1 else save.keyword("f")
+        if dest is not None and dest.text.removesuffix(".name") == path.text.removesuffix(".name"):
+            return True  # the same buffer, path, or temp file (`tmp` / `tmp.name`)
+    return False
+
+
+def _unpickler_of_reduce(ctx: Context, event: Event) -> bool:
+    """The loading function is what this file's `__reduce__` hands to pickle, with bytes its own
+    `torch.save` produced: unpickling the outer object already runs arbitrary code, so
+    `weights_only=False` here adds no exposure."""
+    fn = ctx.model.functions.get(event.function)
+    if fn is None or not fn.qualname:
+        return False
+    for other in ctx.model.functions.values():
+        if other.name not in ("__reduce__", "__reduce_ex__"):
+            continue
+        if any(e.kind is EventKind.CALL and e.name in _SAVES for e in other.events) and any(
+            e.kind is EventKind.RETURN and e.value is not None and fn.name in e.value.names for e in other.events
+        ):
             return True
     return False
 

@@ -80,6 +80,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             elif sampler.callee and _is_distributed_sampler(sampler.callee) and not re.search(r"shuffle\s*=\s*False", sampler.text):
                 loaders[event.targets[0]] = event
     if not loaders:
+        yield from _untracked_loader(ctx)
         return
     for loop in ctx.model.loops.values():
         loader = _iterated_per_pass(ctx, loop, set(loaders))
@@ -93,6 +94,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             data={"loader": loader},
         )
         return
+    yield from _untracked_loader(ctx)
 
 
 def _is_distributed_sampler(callee: str) -> bool:
@@ -121,3 +123,70 @@ def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> str | Non
                 if arg.base in loaders:
                     return arg.base
     return None
+
+
+_LOADER_SPELLING = re.compile(r"loader|_dl$|^dl$|train_data$|train_dataset$|data_iter$", re.I)
+
+
+def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
+    """The loader reaches the training loop through parameters, returns or attributes
+    (`self.train_data`, `train(..., train_loader, sampler)`), so no variable links it to its
+    DistributedSampler. When the file shows a shuffling distributed sampler, flag the training
+    loop that iterates a loader once per epoch."""
+    evidence = _distributed_sampler_evidence(ctx)
+    if evidence is None:
+        return
+    training = ctx.training
+    # Prefer the loops of the function that builds the sampler or prepares the loader.
+    for tloop in sorted(training.training_loops, key=lambda t: t.loop.function != evidence.function):
+        loop = tloop.loop
+        if loop.kind != "for" or loop.iter is None:
+            continue
+        names = [n for n in (*loop.iter.names, loop.iter.base or "") if n]
+        loader = next((n for n in names if _LOADER_SPELLING.search(tail(n)) or _LOADER_SPELLING.search(n)), None)
+        if loader is None or not _once_per_epoch(ctx, loop, evidence):
+            continue
+        yield report(
+            META,
+            loop.header,
+            f"`{loop.iter.text}` is sharded by a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order",
+            related=[Related(evidence.span, "DistributedSampler")],
+            data={"loader": loop.iter.text},
+        )
+        return
+
+
+def _distributed_sampler_evidence(ctx: Context) -> Event | None:
+    """A shuffling DistributedSampler built in the file, a loader built with `shuffle=True` and
+    handed to Ray Train's `prepare_data_loader` (which swaps in a DistributedSampler), or a
+    `sampler` parameter of a function that runs a training loop."""
+    model = ctx.model
+    shuffled: set[str] = set()
+    for fn in model.functions.values():
+        for event in fn.events:
+            if event.kind is EventKind.ASSIGN and event.value is not None and tail(event.value.callee) == "DataLoader":
+                if re.search(r"shuffle\s*=\s*True", event.value.text):
+                    shuffled.update(event.targets)
+    for fn in model.functions.values():
+        for event in fn.events:
+            if event.kind is not EventKind.CALL or not event.name:
+                continue
+            if _is_distributed_sampler(event.name) and not re.search(r"shuffle\s*=\s*False", ctx.source.slice(event.span)):
+                return event
+            if tail(event.name) == "prepare_data_loader" and event.args and event.args[0].base in shuffled:
+                return event
+    for tloop in ctx.training.training_loops:
+        fn = model.functions.get(tloop.loop.function)
+        if fn is not None and any(p == "sampler" or p.endswith("_sampler") for p in fn.params):
+            return next((e for e in fn.events), None)
+    return None
+
+
+def _once_per_epoch(ctx: Context, loop: Loop, evidence: Event) -> bool:
+    """The loop runs inside another loop, directly or through the function that holds it."""
+    if loop.parent is not None:
+        return True
+    fn = ctx.model.functions.get(loop.function)
+    if fn is not None and "epoch" in fn.params:
+        return True
+    return any(call.loops for call in ctx.model.calls_to.get(loop.function, []))

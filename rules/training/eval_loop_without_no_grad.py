@@ -42,6 +42,8 @@ multi-line strings untouched. It is safe: the loop computes no gradients.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
@@ -58,6 +60,7 @@ META = RuleMeta(
 )
 
 _GRAD_USERS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
+_MODELS_WORD = re.compile(r"model|net|module|layer|block|encoder|decoder|classifier|ensemble|checkpoint|ckpt", re.I)
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
@@ -68,6 +71,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if not forwards or all(e.inner for e in forwards) or not _is_eval(ctx, loop, events):
             continue
         if not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
+            continue
+        if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) for f in forwards):
             continue
         yield report(
             META,
@@ -82,9 +87,64 @@ def _inside_model(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
     """A loop that is part of a model: over its layers, or in a module's forward()."""
     if all(f.name in loop.targets for f in forwards):
         return True
+    if all(_from_callable_pairs(ctx, loop, f) for f in forwards):
+        return True
     fn = ctx.model.functions.get(loop.function)
     cls = ctx.model.enclosing_class(loop.function)
     return bool(fn and cls and cls.is_module and fn.name in ("forward", "__call__", "_forward"))
+
+
+def _from_callable_pairs(ctx: Context, loop: Loop, forward: Event) -> bool:
+    """The callee is the target of an enclosing loop over something not named like models
+    (`for module, examples in example_inputs.items(): for ex in examples: module(*ex)`):
+    each callable runs its own inputs (type profiling, test harnesses), not an evaluation."""
+    parent = loop.parent
+    while parent is not None:
+        outer = ctx.model.loops[parent]
+        if forward.name in outer.targets:
+            names = outer.iter.names if outer.iter else ()
+            return not any(_MODELS_WORD.search(n) for n in names) and not _MODELS_WORD.search(outer.iter.text if outer.iter else "")
+        parent = outer.parent
+    return False
+
+
+def _same_input_each_pass(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards: list[Event]) -> bool:
+    """Every forward runs on inputs the loop never changes (`for _ in range(times): model(*inputs)`):
+    a timing or repetition harness whose caller owns the grad mode, not a pass over data."""
+    if any(f.via or f.inner for f in forwards):
+        return False
+    varying = set(loop.targets)
+    for event in events:
+        if event.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN):
+            varying.update(t.partition(".")[0].partition("[")[0] for t in event.targets)
+        elif event.kind is EventKind.STORE and event.receiver:
+            varying.add(event.receiver.partition(".")[0])
+        elif event.kind is EventKind.CALL and event.receiver:
+            varying.add(event.receiver.partition(".")[0])  # `x.copy_(...)`, `it.send(...)`: may change it
+    for forward in forwards:
+        try:
+            call = ast.parse(ctx.source.slice(forward.span).strip(), mode="eval").body
+        except SyntaxError:
+            return False
+        if not isinstance(call, ast.Call):
+            return False
+        read = {n.id for arg in (*call.args, *call.keywords) for n in ast.walk(arg) if isinstance(n, ast.Name)}
+        if not read or read & varying:
+            return False
+    return True
+
+
+def _parameterless(ctx: Context, forward: Event) -> bool:
+    """An instance of a class of this file that subclasses nn.Module and defines no `__init__`:
+    it has no parameters, so its forward records no graph unless the inputs ask for one."""
+    assigned = ctx.model.assignments(forward.name or "", forward.function)
+    if not assigned or any(a.value is None or a.value.callee not in ctx.model.classes for a in assigned):
+        return False
+    for a in assigned:
+        cls = ctx.model.classes[a.value.callee or ""]
+        if "__init__" in cls.methods or not cls.bases or any(b not in ("torch.nn.Module", "torch.nn.modules.module.Module") for b in cls.bases):
+            return False
+    return True
 
 
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:

@@ -70,16 +70,46 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             receiver = evaluation.receiver or ""
             if not _trained(ctx, receiver, events):
                 continue
+            # Training in a function the epoch loop calls (`train(...)`): report its training loop,
+            # which is what runs in eval mode; the fix still goes at the top of the epoch loop.
+            where = _training_loop_elsewhere(ctx, loop, events)
+            related = [Related(evaluation.span, "switches to eval mode")]
+            if where is not None:
+                related.append(Related(loop.header, "epoch loop"))
             yield report(
                 META,
-                loop.header,
+                where.header if where is not None else loop.header,
                 f"`{receiver}.eval()` runs in this loop and nothing in it calls `{receiver}.train()`: "
-                "from the second iteration on the model trains in eval mode",
+                "from the second iteration on the model trains in eval mode"
+                if where is None
+                else f"`{receiver}.eval()` runs in the epoch loop (line {loop.header.start.line + 1}) and nothing calls "
+                f"`{receiver}.train()`: from the second epoch on this loop trains in eval mode",
                 _fix(ctx, loop, receiver, evaluation),
-                related=[Related(evaluation.span, "switches to eval mode")],
+                related=related,
                 data={"model": receiver},
             )
             break
+
+
+def _training_loop_elsewhere(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> Loop | None:
+    """The loop of a called function that back-propagates, when the epoch loop does not itself."""
+    if any(e.kind is EventKind.BACKWARD and not e.via for e in events):
+        return None
+    for event in events:
+        if event.kind is EventKind.BACKWARD and event.via and len(event.loops) > len(loop_chain(ctx, loop)):
+            inner = ctx.model.loops.get(event.loops[-1])
+            if inner is not None and inner.function != loop.function:
+                return inner
+    return None
+
+
+def loop_chain(ctx: Context, loop: Loop) -> tuple[int, ...]:
+    chain: list[int] = []
+    current: int | None = loop.id
+    while current is not None:
+        chain.append(current)
+        current = ctx.model.loops[current].parent
+    return tuple(chain)
 
 
 def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:

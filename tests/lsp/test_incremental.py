@@ -120,3 +120,118 @@ def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
     assert doc.builder.reused >= 4
     doc.close()
+
+
+# A module of many small top-level statements, so that an edit leaves most of them clean and
+# the per-statement cache (torch_preflight/scoped.py) is what produces the diagnostics.
+SCOPED_BASE = '''import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+LR = 0.1
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.blocks = [nn.Linear(2, 2)]
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Head(Net):
+    def __init__(self):
+        self.out = nn.Linear(2, 1)
+        super().__init__()
+
+
+def step_all(optimizer):
+    optimizer.step()
+
+
+def train(model, loader, optimizer):
+    model.train()
+    total = 0
+    for x, y in loader:
+        loss = model(x).sum()
+        loss.backward()
+        step_all(optimizer)
+        total += loss
+
+
+def train_direct(model, loader):
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    for x in loader:
+        optimizer.zero_grad()
+        out = model.forward(x)
+        out.sum().backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    model.eval()
+    for x in loader:
+        print(model(x))
+
+
+def load(path):
+    return torch.load(path, weights_only=False)
+
+
+model = Net()
+opt = torch.optim.Adam(model.parameters())
+for batch in DataLoader([1, 2]):
+    opt.zero_grad()
+    model(batch).sum().backward()
+    opt.step()
+'''
+SCOPED_PASTES = [
+    "    optimizer.zero_grad()\n", "        optimizer.zero_grad()\n", "    model.eval()\n", "model.train()\n",
+    "\ndef helper(model, data):\n    for d in data:\n        model(d)\n", "\nLR = 0.2\n", "\n\n", "\n",
+    "x = torch.load('a.pt', weights_only=False)\n", "        total += loss.item()\n", "#", "(", "😀", "    ", "step_all",
+    "\nclass Other(nn.Module):\n    def __init__(self):\n        self.a = nn.Linear(1, 1)\n",
+]
+scoped_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(SCOPED_PASTES), st.text(max_size=4)))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]))
+def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
+    doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
+    expected = SCOPED_BASE
+    config = Config(select=select)
+    doc.analysis(config)
+    for version, (a, b, new) in enumerate(edits, start=1):
+        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
+        end = min(end, start + 30)
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new
+        )
+        doc.update([change], version, convert.UTF16)
+        expected = expected[:start] + new + expected[end:]
+        got = doc.analysis(config)
+        full = analyze(expected, doc.path, config)
+        assert diagnostics(got) == diagnostics(full)
+        assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
+        assert got.suppressed == full.suppressed
+    doc.close()
+
+
+def test_an_edit_inside_one_function_rechecks_only_its_statement() -> None:
+    doc = Document("file:///tmp/prop/v.py", SCOPED_BASE, 0)
+    config = Config()
+    before = doc.analysis(config)
+    assert {d.code for d in before.diagnostics} >= {"TPF001", "TPF104", "TPF301"}
+    units = len(doc.builder.units)
+    offset = SCOPED_BASE.index("print(model(x))")
+    pos = to_utf16(SCOPED_BASE, offset)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="\n        y = 1\n        ")], 1, convert.UTF16)
+    after = doc.analysis(config)
+    assert doc.scoped.rechecked == 1 < units
+    assert diagnostics(after) == diagnostics(analyze(doc.text, doc.path, config))
+    # the findings after the edited function moved down by the two inserted lines
+    moved = [d for d in after.diagnostics if d.code == "TPF301"]
+    assert moved and moved[0].span.start.line == next(d for d in before.diagnostics if d.code == "TPF301").span.start.line + 2
+    doc.close()
