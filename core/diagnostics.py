@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from torch_preflight.core.source import Position, SourceText, Span
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
     HINT = "hint"
 
 
-class Applicability(str, Enum):
+class Applicability(StrEnum):
     """How safe a fix is (ruff's terms)."""
 
     SAFE = "safe"  # keeps the intended behaviour

@@ -109,14 +109,14 @@ class IncrementalBuilder:
         self.reused = self.rebuilt = 0
         ordered_pieces: list[_Piece] = []
         for start, code, p in parsed:
-            key = (start, code, imports_key, len(loops))
-            piece = self._pieces.get(key)
+            piece_key = (start, code, imports_key, len(loops))
+            piece = self._pieces.get(piece_key)
             if piece is None:
                 piece = _build_piece(p.body, source, imports, len(loops))
                 self.rebuilt += 1
             else:
                 self.reused += 1
-            new_pieces[key] = piece
+            new_pieces[piece_key] = piece
             ordered_pieces.append(piece)
             module.events.extend(piece.events)
             functions.update(piece.functions)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 
 from torch_preflight.core.names import ImportMap, dotted, tail
 from torch_preflight.core.source import SourceText, Span
 
 
-class EventKind(str, Enum):
+class EventKind(StrEnum):
     CALL = "call"
     BACKWARD = "backward"
     STEP = "step"
@@ -34,7 +34,7 @@ class EventKind(str, Enum):
     RETURN = "return"
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What a name is bound to, as far as the file tells."""
 
     OPTIMIZER = "optimizer"
@@ -272,9 +272,7 @@ class ModuleModel:
             candidate = f"{current}.{name}"
             if candidate in self.functions:
                 return candidate
-            parent = self.functions[current].parent if current in self.functions else None
-            owner = self.functions[current].owner if current in self.functions else None
-            current = parent if parent else (None if owner else None)
+            current = self.functions[current].parent if current in self.functions else None
         return name if name in self.functions else None
 
     def enclosing_class(self, scope: str) -> ClassInfo | None:
@@ -377,7 +375,7 @@ class ModuleModel:
     def kind_of_callee(self, value: Value, scope: str, _depth: int) -> Kind:
         callee = value.callee or ""
         last = tail(callee)
-        if callee.startswith("torch.optim.lr_scheduler.") or callee.startswith("transformers.get_") and "schedule" in callee:
+        if callee.startswith("torch.optim.lr_scheduler.") or (callee.startswith("transformers.get_") and "schedule" in callee):
             return Kind.SCHEDULER
         if callee.startswith("torch.optim.") or (OPTIMIZER_CLASS.match(last) and self.imports.is_imported(callee)):
             return Kind.OPTIMIZER
@@ -624,7 +622,7 @@ class _Builder:
                 names = tuple(dotted(t) or self.text(t) for t in target.elts)
                 values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
                 if values is not None:
-                    for name, item in zip(names, values):
+                    for name, item in zip(names, values, strict=False):
                         self.emit(EventKind.ASSIGN, stmt, targets=(name,), value=self.value(item))
                 else:
                     self.emit(EventKind.ASSIGN, stmt, targets=names, value=summary)
@@ -773,9 +771,9 @@ class _Builder:
         positional = [*args.posonlyargs, *args.args]
         params = tuple(a.arg for a in (*positional, *args.kwonlyargs))
         defaults: dict[str, Value] = {}
-        for param, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+        for param, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
             defaults[param.arg] = self.value(default)
-        for param, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+        for param, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
             if kw_default is not None:
                 defaults[param.arg] = self.value(kw_default)
         if args.vararg:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 from types import ModuleType
 
@@ -20,7 +20,7 @@ DOCS_URL = "https://github.com/torch-preflight/torch-preflight/blob/main/docs/ru
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     STABLE = "stable"
     PREVIEW = "preview"
 

@@ -56,7 +56,7 @@ class PreflightServer(LanguageServer):
     @property
     def encoding(self) -> str:
         enc = self.workspace.position_encoding
-        return str(enc.value if hasattr(enc, "value") else enc or convert.UTF16)
+        return str(getattr(enc, "value", enc) or convert.UTF16)
 
     def supports_configuration(self) -> bool:
         ws = self._caps().workspace

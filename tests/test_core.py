@@ -229,3 +229,14 @@ def test_overlapping_fixes_apply_one_at_a_time() -> None:
     first = Fix("1", (Edit.replace(Span.of(0, 0, 0, 2), "X"),), Applicability.SAFE)
     second = Fix("2", (Edit.replace(Span.of(0, 1, 0, 3), "Y"),), Applicability.SAFE)
     assert apply_fixes(source, [first, second]) == ("Xc", 1)
+
+
+@pytest.mark.parametrize(("value", "shape"), [([3, 224, 224], (3, 224, 224)), ("3x32x32", (3, 32, 32))])
+def test_input_shape_config(value, shape) -> None:
+    assert config_from_table({"input-shape": value}).input_shape == shape
+
+
+@pytest.mark.parametrize("bad", [[3, 0], "three", [3.5], True])
+def test_input_shape_config_rejects_nonsense(bad) -> None:
+    with pytest.raises(ConfigError, match="input-shape"):
+        config_from_table({"input-shape": bad})

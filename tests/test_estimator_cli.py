@@ -87,3 +87,33 @@ def test_tpf401_needs_a_budget_and_fires_over_it() -> None:
     assert "over the 100.0 KiB budget" in over[0].message and "try" in over[0].message
     fits = [d for d in analyze(SCRIPT, "t.py", Config(select=("ALL",), gpu="h100-80gb")).diagnostics if d.code == "TPF401"]
     assert fits == []
+
+
+def test_notebook_locations_are_cells(tmp_path: Path) -> None:
+    """The model defined in one cell and trained in later ones; lines are reported per cell."""
+    first, second = SCRIPT.split("model = MLP")
+
+    def cell(kind: str, text: str) -> dict[str, object]:
+        return {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True), "outputs": [], "execution_count": None}
+
+    notebook = {
+        "cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# MLP"]}, cell("code", first), cell("code", "model = MLP" + second)],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    estimate_command.add_arguments(parser)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = estimate_command.run(parser.parse_args([str(path), "--format", "json", "--device", "cpu"]))
+    assert code == 0
+    (model,) = json.loads(out.getvalue())["models"]
+    assert model["location"] == "cell 3:1"  # `model = MLP(hidden=512)`, the first line of the third cell
+    assert [layer["location"] for layer in model["layers"] if layer["name"] in ("fc1", "fc2")] == ["cell 2:7", "cell 2:8"]
+    assert any("train.ipynb:cell 3:" in a["text"] for a in model["assumptions"])

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from torch_preflight.core.config import ConfigError, load_config, parse_size
 from torch_preflight.core.memory import MemoryReport, format_bytes
+from torch_preflight.core.notebook import NotebookError, is_notebook_path, join, parse_notebook
+from torch_preflight.core.source import Position
 from torch_preflight.estimator import GPUS, EstimateOptions, estimate_source, gpu_memory
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
@@ -63,6 +67,18 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"torch-preflight estimate: cannot read {path}: {exc}", file=sys.stderr)
         return 2
+    where: Callable[[int], str] = lambda line: str(line + 1)  # noqa: E731
+    if is_notebook_path(str(path)):
+        notebook = parse_notebook(text)
+        if isinstance(notebook, NotebookError):
+            print(f"torch-preflight estimate: cannot read {path}: {notebook.message}", file=sys.stderr)
+            return 2
+        joined = join(notebook)
+        text = joined.text
+
+        def where(line: int) -> str:
+            cell = joined.to_cell(Position(line, 0))
+            return f"cell {cell.cell}:{cell.line + 1}"
     try:
         options = options_from_args(args)
     except ConfigError as exc:
@@ -70,19 +86,34 @@ def run(args: argparse.Namespace) -> int:
         return 2
     reports = estimate_source(text, str(path), options)
     if args.format == "json":
-        print(json.dumps(to_json(reports, str(path)), indent=2))
+        print(json.dumps(to_json(reports, str(path), where), indent=2))
     else:
-        render_text(reports, str(path))
+        render_text(reports, str(path), where)
     if not reports:
         return 1
     return 1 if any(r.fits is False for r in reports) else 0
 
 
-def to_json(reports: list[MemoryReport], path: str) -> dict[str, Any]:
-    return {"file": path, "models": [r.to_json() for r in reports]}
+def _located(text: str, path: str, where: Callable[[int], str]) -> str:
+    """Rewrite `file:LINE` references (module lines) with `where` (cells, for notebooks)."""
+    name = re.escape(Path(path).name)
+    return re.sub(rf"({name}):(\d+)", lambda m: f"{m.group(1)}:{where(int(m.group(2)) - 1)}", text)
 
 
-def render_text(reports: list[MemoryReport], path: str) -> None:
+def to_json(reports: list[MemoryReport], path: str, where: Callable[[int], str] | None = None) -> dict[str, Any]:
+    """`where` given (notebooks): every layer and the model also carry `location`, e.g. "cell 3:2"."""
+    models = [r.to_json() for r in reports]
+    if where is not None and is_notebook_path(path):
+        for report, data in zip(reports, models, strict=True):
+            data["location"] = where(report.model_line)
+            for layer, layer_data in zip(report.layers, data.get("layers", []), strict=False):
+                layer_data["location"] = where(layer.line)
+            for assumption in data.get("assumptions", []):
+                assumption["text"] = _located(assumption["text"], path, where)
+    return {"file": path, "models": models}
+
+
+def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], str] = lambda line: str(line + 1)) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -92,7 +123,7 @@ def render_text(reports: list[MemoryReport], path: str) -> None:
         console.print(f"{path}: no nn.Module model found to estimate")
         return
     for r in reports:
-        title = f"{r.model} ({path}:{r.model_line + 1}), --device {r.device}"
+        title = f"{r.model} ({path}:{where(r.model_line)}), --device {r.device}"
         table = Table(title=title, title_justify="left")
         table.add_column("layer")
         table.add_column("type")
@@ -107,7 +138,7 @@ def render_text(reports: list[MemoryReport], path: str) -> None:
             size = lay.param_bytes + (lay.activation_bytes or 0)
             bar = "█" * round(12 * size / top)
             shape = "x".join(str(d) for d in lay.output_shape) if lay.output_shape else ""
-            table.add_row(lay.name, lay.type, str(lay.line + 1), f"{lay.params:,}", format_bytes(lay.param_bytes),
+            table.add_row(lay.name, lay.type, where(lay.line), f"{lay.params:,}", format_bytes(lay.param_bytes),
                           format_bytes(lay.activation_bytes), shape, bar)
         console.print(table)
         console.print("[bold]Breakdown at the peak[/bold]")
@@ -121,7 +152,7 @@ def render_text(reports: list[MemoryReport], path: str) -> None:
             console.print("[yellow]Incomplete: part of the model or step could not be read (see assumptions).[/yellow]")
         console.print("[bold]Assumptions[/bold]")
         for a in r.assumptions:
-            console.print(f"  - {a.text}")
+            console.print(f"  - {_located(a.text, path, where)}")
         if r.budget_bytes is not None:
             verdict = "[green]fits[/green]" if r.fits else "[red]does not fit[/red]"
             console.print(f"[bold]Budget[/bold] {format_bytes(r.budget_bytes)}: {verdict}"

@@ -94,7 +94,7 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
     if assignments:
         for event in assignments:
             callee = event.value.callee if event.value else None
-            if callee in model.classes and len(event.targets) == 1:
+            if callee is not None and callee in model.classes and len(event.targets) == 1:
                 found.append(callee)
             elif event.value is not None and len(event.targets) == 1 and _mode_free_torch(event.value.text, event.value.calls):
                 found.append("")
