@@ -121,6 +121,18 @@ class Scope:
     calls: list[ast.Call] = field(default_factory=list)
 
 
+@dataclass
+class _Part:
+    """What indexing one top-level statement adds (see `DataFlow._index_reusing`)."""
+
+    module: Scope  # its module-level definitions, returns and calls
+    scopes: dict[str, Scope]
+    scope_of_node: dict[int, str]
+    for_nodes: dict[int, ast.For | ast.AsyncFor]
+    classes: dict[str, ast.ClassDef]
+    fits: list[tuple[str, str, _Pos, ast.Call]]
+
+
 class DataFlow:
     """Provenance facts for one module; build once per model with `DataFlow.of(model)`."""
 
@@ -136,7 +148,11 @@ class DataFlow:
         self._busy: set[int] = set()
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         if model.tree is not None:
-            self._index(model.tree, "", None, None)
+            parts = model.__dict__.get("_tpf_dataflow_parts")  # set by core/incremental.py
+            if parts is None:
+                self._index(model.tree, "", None, None)
+            else:
+                self._index_reusing(model.tree, parts)
 
     @classmethod
     def of(cls, model: ModuleModel) -> DataFlow:
@@ -161,6 +177,37 @@ class DataFlow:
             body = list(getattr(node, "body", []))
         for stmt in body:
             self._walk(stmt, scope)
+
+    def _index_reusing(self, tree: ast.Module, parts: dict[int, tuple[ast.stmt, _Part]]) -> None:
+        """`_index` of a module, merged from one piece per top-level statement. A piece is
+        a function of the statement's node alone (top-level qualnames do not depend on the
+        statements around it), so the language server keeps the pieces of unchanged
+        statements between edits in `parts` (id of the node -> (node, piece))."""
+        module = Scope("", tree, None, None)
+        self.scopes[""] = module
+        for stmt in tree.body:
+            entry = parts.get(id(stmt))
+            if entry is None or entry[0] is not stmt:
+                entry = (stmt, self._part(stmt))
+                parts[id(stmt)] = entry
+            part = entry[1]
+            for name, defs in part.module.defs.items():
+                module.defs.setdefault(name, []).extend(defs)
+            module.returns.extend(part.module.returns)
+            module.calls.extend(part.module.calls)
+            self.scopes.update(part.scopes)
+            self.scope_of_node.update(part.scope_of_node)
+            self.for_nodes.update(part.for_nodes)
+            self.classes.update(part.classes)
+            self.fits.extend(part.fits)
+
+    @staticmethod
+    def _part(stmt: ast.stmt) -> _Part:
+        scratch = DataFlow.__new__(DataFlow)
+        scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = {}, {}, {}, {}, []
+        module = Scope("", stmt, None, None)
+        scratch._walk(stmt, module)
+        return _Part(module, scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits)
 
     def _child_name(self, scope: Scope, name: str, owner: str | None) -> str:
         prefix = owner or scope.qualname

@@ -73,6 +73,7 @@ class IncrementalBuilder:
         self.rebuilt = 0
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
         self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
+        self._flow_parts: dict[int, tuple[ast.stmt, object]] = {}  # DataFlow index per top-level statement node
 
     def build(self, source: SourceText, chunks: list[Chunk], path: str) -> ModuleModel | None:
         text = source.text.replace("\x00", " ")
@@ -129,7 +130,14 @@ class IncrementalBuilder:
         classifier.classes = classes
         classifier._classify_classes()
         tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
-        return ModuleModel(source, path, imports, functions, classes, loops, tree)
+        live = {id(stmt) for stmt in tree.body}
+        self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
+        return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
+
+    def _with_flow_parts(self, model: ModuleModel) -> ModuleModel:
+        """Let `DataFlow.of(model)` reuse the index of unchanged statements (core/dataflow.py)."""
+        model.__dict__["_tpf_dataflow_parts"] = self._flow_parts
+        return model
 
     def submodel(self, keep: list[int]) -> ModuleModel:
         """The model of the last build restricted to the statements `keep` (indices into
@@ -151,7 +159,9 @@ class IncrementalBuilder:
         classifier = _Builder(source, imports)
         classifier.classes = classes
         classifier._classify_classes()
-        return ModuleModel(source, path, imports, functions, classes, loops, ast.Module(body=body, type_ignores=[]))
+        return self._with_flow_parts(
+            ModuleModel(source, path, imports, functions, classes, loops, ast.Module(body=body, type_ignores=[]))
+        )
 
 
 def _parse_chunk(start: int, code: str) -> _Parsed | None:

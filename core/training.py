@@ -49,6 +49,20 @@ _OTHER_FRAMEWORKS = frozenset(
      "tinygrad", "mlx", "oneflow", "megengine", "jittor"}
 )
 _TRAINING_WORDS = re.compile(r"backward|step|train|update|optimi[sz]|fit|learn|zero_grad", re.I)
+# Receivers of `.update(...)` that keep records, not weights: average meters, progress bars,
+# metric dicts (`losses.update(loss.item(), n)`, `pbar.update(1)`, `top1.update(acc1[0])`).
+_BOOKKEEPING = re.compile(
+    r"(^|_)(meter|meters|pbar|bar|progress|progress_bar|tqdm|losses|loss_meter|top\d|acc\d*|accs|accuracy|metric|metrics|"
+    r"stats|avg|average|timer|batch_time|data_time|counter|tracker|history|log|logs|summary|record|records|results)(_|$)",
+    re.I,
+)
+
+
+def _is_bookkeeping(event: Event) -> bool:
+    """`meter.update(...)` on a record keeper: it cannot clear gradients or step."""
+    if not event.receiver or tail(event.name or "") != "update":
+        return False
+    return bool(_BOOKKEEPING.search(tail(event.receiver)))
 
 
 @dataclass(frozen=True)
@@ -184,7 +198,7 @@ class TrainingModel:
         """An opaque call that might clear gradients or step: it is named like training code
         or receives an optimizer."""
         for event in events:
-            if not self.is_opaque(event):
+            if not self.is_opaque(event) or self.is_forward(event) or _is_bookkeeping(event):
                 continue
             if _TRAINING_WORDS.search(tail(event.name)):
                 return event

@@ -19,7 +19,7 @@ from torch_preflight.core.source import SourceText
 from torch_preflight.estimator.interp import Interpreter, Recorder, StepRecord
 from torch_preflight.estimator.options import ALLOCATOR_RESERVE, CUDA_CONTEXT_BYTES, GPUS, EstimateOptions, gpu_memory
 from torch_preflight.estimator.timeline import Timeline, cuda_round, optimizer_bytes, simulate
-from torch_preflight.estimator.values import ITEMSIZE, ClassValue, Module, Optimizer, Tensor
+from torch_preflight.estimator.values import ITEMSIZE, Module, Optimizer, Tensor
 
 __all__ = ["GPUS", "EstimateOptions", "estimate", "estimate_source", "gpu_memory", "options_from_config"]
 
@@ -99,23 +99,29 @@ def _targets(it: Interpreter, options: EstimateOptions) -> list[tuple[Module, in
     if any(step is not None for *_, step in found):
         found = [f for f in found if f[3] is not None or (options.model is not None)]
     if not found:
+        used = _names_called_by_modules(it)
         for cls in it.classes.values():
-            if cls.is_module and (options.model is None or options.model == cls.name) and not _is_base_only(cls, it):
+            if cls.is_module and (options.model is None or options.model == cls.name) and cls.name not in used.get(id(cls), ()):
                 mod = it.construct_class(cls, cls.node.lineno - 1, cls.node.col_offset)
                 if isinstance(mod, Module):
                     found.append((mod, cls.node.lineno - 1, cls.node.col_offset, None))
     return found
 
 
-def _is_base_only(cls: ClassValue, it: Interpreter) -> bool:
-    """A class used as a sub-module of another class in the file is not a model of its own."""
-    for other in it.classes.values():
-        if other is cls or not other.is_module:
-            continue
-        for node in ast.walk(other.node):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == cls.name:
-                return True
-    return False
+def _names_called_by_modules(it: Interpreter) -> dict[int, set[str]]:
+    """For each class, the plain names that the *other* nn.Module classes of the file call:
+    a class used as a sub-module of another is not a model of its own. One walk per class."""
+    calls = {
+        id(cls): {n.func.id for n in ast.walk(cls.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        for cls in it.classes.values()
+        if cls.is_module
+    }
+    every = [names for names in calls.values()]
+    result: dict[int, set[str]] = {}
+    for cls in it.classes.values():
+        own = calls.get(id(cls), set())
+        result[id(cls)] = set().union(*(names for names in every if names is not own))
+    return result
 
 
 def _synthetic_step(it: Interpreter, mod: Module, options: EstimateOptions) -> StepRecord | None:

@@ -16,6 +16,7 @@ from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.noqa import suppress_edit
 from torch_preflight.core.notebook import touches_neutral
 from torch_preflight.core.source import Span
+from torch_preflight.estimator import estimate_source
 
 from torch_preflight import __version__
 
@@ -29,14 +30,6 @@ FIX_ALL = "source.fixAll.torch-preflight"
 CONFIG_TIMEOUT_S = 5.0
 
 
-def _default_estimator() -> Callable[..., list[MemoryReport]] | None:
-    try:
-        from torch_preflight.estimator import estimate_source  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return estimate_source  # type: ignore[no-any-return]
-
-
 class PreflightServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("torch-preflight", __version__, notebook_document_sync=NOTEBOOK_SYNC)
@@ -47,7 +40,7 @@ class PreflightServer(LanguageServer):
         self.config_ready = asyncio.Event()
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.pull = False
-        self.estimator: Callable[..., list[MemoryReport]] | None = _default_estimator()
+        self.estimator: Callable[..., list[MemoryReport]] | None = estimate_source  # tests swap in a fake
 
     # --- capabilities -------------------------------------------------------------
     def _caps(self) -> types.ClientCapabilities:

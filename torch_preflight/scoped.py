@@ -31,13 +31,14 @@ from dataclasses import dataclass, replace
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
+from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Project
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Position, Span
 from torch_preflight.rules.base import Context
 
-from .analyze import Result, _memory, enabled_rules, runnable
+from .analyze import Result, _memory, _shapes, enabled_rules, runnable
 
 # Rules whose findings inside a top-level statement depend only on that statement, the
 # statements linked to it by module-level names, and the imports (audited by reading them).
@@ -123,6 +124,8 @@ class ScopedChecker:
     def __init__(self) -> None:
         self._state: _State | None = None
         self.rechecked = 0  # statements checked by the local rules in the last run (for tests)
+        self._shapes: tuple[tuple[object, ...], tuple[ShapeMismatch, ...]] | None = None  # TPF501's facts, by _shape_key
+        self.shapes_computed = 0  # times the shape facts were computed (for tests)
 
     def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str) -> Result:
         source = model.source
@@ -159,7 +162,8 @@ class ScopedChecker:
             _carry(previous, units, diff, dirty, found)
         diagnostics = [d for per in found for d in per]
         if whole:
-            ctx = Context(model, config, _memory(model, config, path), view)
+            shapes = self._shape_facts(builder, units, model, config, path) if any(r.code == "TPF501" for r in whole) else ()
+            ctx = Context(model, config, _memory(model, config, path), view, shapes)
             for rule in whole:
                 diagnostics.extend(rule.check(ctx))
         if not view.used:  # findings that read another file are never cached
@@ -168,6 +172,47 @@ class ScopedChecker:
         kept = [d for d in diagnostics if not suppressions.suppresses(d)]
         kept.sort(key=Diagnostic.sort_key)
         return Result(path, source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
+
+    def _shape_facts(self, builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
+        """`analyze._shapes`, reused while `_shape_key` is unchanged."""
+        key = _shape_key(builder, units, model, config)
+        if self._shapes is not None and self._shapes[0] == key:
+            return self._shapes[1]
+        found = _shapes(model, config, path)
+        self.shapes_computed += 1
+        self._shapes = (key, found)
+        return found
+
+
+def _shape_key(builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config) -> tuple[object, ...]:
+    """What the shape facts (estimator/shapes.py) depend on. They come from interpreting the
+    module's script (estimator/interp.py): top-level statements run in order, classes are
+    built, and a function's body runs only when something calls it. Defining a function
+    evaluates neither its defaults nor its decorators (and costs one step of the budget per
+    statement), so a top-level function that no other top-level code or class reaches by name
+    enters the key only by its name; every statement that runs or can be reached enters with
+    its text and first line (the findings' positions are absolute). Also: the import map, the
+    config and the textual gates of `analyze._shapes`."""
+    text = model.source.text
+    defs_only = [bool(body) and all(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in body) for _, _, body in builder.units]
+    reach = {i for i, only in enumerate(defs_only) if not only}
+    reads: set[str] = set()
+    for i in reach:
+        reads |= units[i].reads
+    grown = True
+    while grown:
+        grown = False
+        for i, u in enumerate(units):
+            if i not in reach and u.binds & reads:
+                reach.add(i)
+                reads |= u.reads
+                grown = True
+    parts = tuple(
+        (chunk[0], code) if i in reach else tuple((type(s).__name__, getattr(s, "name", "")) for s in body)
+        for i, (chunk, code, body) in enumerate(builder.units)
+    )
+    gates = ("torch" in text, "Sequential(" in text, any(c.is_module for c in model.classes.values()))
+    return (config, tuple(sorted(model.imports.aliases.items())), gates, parts)
 
 
 def _reuse(previous: _State | None, builder: IncrementalBuilder) -> list[_Unit | None]:

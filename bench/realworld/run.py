@@ -78,6 +78,14 @@ REUSE = [False]
 INTERNAL_ERRORS: list[tuple[str, int, str]] = []  # (command, count, stderr tail)
 
 
+def _load_note(start: float, end: float) -> str:
+    """Say whether other work competed with the benchmark (2 CPUs: a load above 2 means it did)."""
+    note = f"Load average (1 min) {start:.1f} at the start and {end:.1f} at the end"
+    if max(start, end) > 2:
+        return note + ": above 2 on this 2-CPU machine, other work competed with the benchmark and the figures are noisy."
+    return note + ": nothing else competed for the 2 CPUs."
+
+
 def log(msg: str) -> None:
     console.print(f"[dim]\\[bench-real {time.strftime('%H:%M:%S')}][/dim] {msg}")
 
@@ -581,8 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(`--select ALL`: {', '.join(registered)}); peer: {versions['peer']} from PyPI in its own venv, run only "
         f"through its CLI; {versions['ruff']} (`ruff check --isolated`, its default rules, as the speed-of-light",
         f"reference; `-j` is RAYON_NUM_THREADS for ruff); Python {versions['python']}.", "",
-        f"Load average (1 min) {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end: above 2 on this",
-        "2-CPU machine, other work competed with the benchmark and the figures are noisy.", "",
+        _load_note(load_start, os.getloadavg()[0]), "",
         "'cold' is an empty result cache (`--cache-dir` pointing at a fresh folder), 'warm' the same command again;",
         "the peer has no result cache (its `check --help` offers none), so it is run once per setting. Files are",
         "passed explicitly, so each tool checks the same files. The operating system's file cache is warm for all.",

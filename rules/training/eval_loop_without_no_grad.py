@@ -12,7 +12,8 @@ The loop counts as covered when it sits inside `with torch.no_grad():` or
 `torch.inference_mode()`, when its function is decorated with `@torch.no_grad()` or
 `@torch.inference_mode()` (or is nested in one that is), when every call of its function
 in the file runs under `no_grad`, and after `torch.set_grad_enabled(False)`. Loops whose
-function back-propagates later (outputs collected for one backward), gradient-based
+function back-propagates later, or whose enclosing loop back-propagates after it in the
+same pass (outputs collected for one backward, a chunked loss), gradient-based
 attacks (`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code
 are left alone.
 
@@ -166,7 +167,7 @@ def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
     # called from one (a chunked loss, per-head losses summed before backward()).
     parent = loop.parent
     while parent is not None:
-        if any(e.kind is EventKind.BACKWARD for e in training.iteration(ctx.model.loops[parent])):
+        if _backward_after(training.iteration(ctx.model.loops[parent]), loop):
             return False
         parent = ctx.model.loops[parent].parent
     if any(training_ids & set(call.loops) for call in ctx.model.calls_to.get(loop.function, [])):
@@ -174,20 +175,69 @@ def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
     for event in training.expanded(loop.function):
         if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
             return False
-    return not _keeps_graph_for_later(ctx, events)
+    return not _keeps_graph_for_later(ctx, loop, events)
 
 
-def _keeps_graph_for_later(ctx: Context, events: tuple[Event, ...]) -> bool:
-    """Values stored into a container that a back-propagating function reads (REINFORCE)."""
-    containers = {e.receiver.rsplit(".", 1)[-1] for e in events if e.kind is EventKind.STORE and e.receiver}
+def _backward_after(outer: tuple[Event, ...], loop: Loop) -> bool:
+    """The enclosing loop's pass back-propagates after `loop` runs (a chunked loss, per-head
+    losses summed before `backward()`). A backward that comes first in the pass (the training
+    step done, then a periodic validation pass; an epoch's training loop, then its evaluation
+    loop) cannot consume what `loop` computes."""
+    first = next((i for i, e in enumerate(outer) if loop.id in e.loops), None)
+    if first is None:
+        return any(e.kind is EventKind.BACKWARD for e in outer)
+    return any(e.kind is EventKind.BACKWARD for e in outer[first:])
+
+
+def _keeps_graph_for_later(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    """Values stored into a container that a back-propagating function reads (REINFORCE).
+    Not a container local to a callee (`res.append(...)` in an `accuracy()` helper), nor the
+    loop's own batch (`batch[key] = batch[key].to(device)`): nothing outside can read those."""
+    containers = {
+        e.receiver.rsplit(".", 1)[-1]
+        for e in events
+        if e.kind is EventKind.STORE
+        and e.receiver
+        and not (e.via and "." not in e.receiver)
+        and e.receiver.partition(".")[0].partition("[")[0] not in loop.targets
+        and not _private_local(ctx, loop.function, e.receiver)
+    }
     if not containers:
         return False
+    words = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(containers)) + r")\b")
     for fn in ctx.model.functions.values():
         if any(e.kind is EventKind.BACKWARD for e in fn.events):
             text = ctx.source.slice(fn.span) if fn.qualname else ctx.source.text
-            if any(name in text for name in containers):
+            if words.search(text):
                 return True
     return False
+
+
+def _private_local(ctx: Context, scope: str, name: str) -> bool:
+    """A bare local of the loop's function (not a parameter) that it never returns whole:
+    no other function can read it (`metric = Accumulator(2)` ... `return metric[0] / metric[1]`)."""
+    fn = ctx.model.functions.get(scope)
+    if fn is None or not scope or "." in name or "[" in name or name in fn.params:
+        return False
+    if not any(e.kind is EventKind.ASSIGN and name in e.targets for e in fn.events):
+        return False
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    for other in ctx.model.functions.values():
+        if other.qualname.startswith(scope + ".") and word.search(ctx.source.slice(other.span)):
+            return False  # a nested function (a closure) may read it
+    for event in fn.events:
+        if event.kind is EventKind.RETURN and event.value is not None and name in event.value.names:
+            try:
+                tree = ast.parse(event.value.text.strip(), mode="eval")
+            except SyntaxError:
+                return False
+            parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id == name:
+                    parent = parents.get(node)
+                    if not (isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.slice, ast.Constant)):
+                        return False  # the container itself leaves the function
+    return True
 
 
 def _fix(ctx: Context, loop: Loop) -> Fix | None:

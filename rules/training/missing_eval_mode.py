@@ -3,7 +3,9 @@ Flags an evaluation loop that runs a model with no `model.eval()` on the way to 
 `no_grad` loop over a validation or test loader, or a loop in a function named like
 `evaluate` / `validate` / `test`, where the last mode call before the loop (in the
 function, or on every path through its callers in the file) is `model.train()`, or where
-no mode call comes before it at module level (a fresh model is in training mode).
+no mode call comes before it at module level (a fresh model is in training mode). A
+function named like that with no loop, whose single full-batch forward runs under
+`no_grad` (graph networks, small tabular sets), is checked the same way.
 
 ## Why is this bad?
 In training mode, dropout keeps dropping activations and batch norm normalises with the
@@ -60,7 +62,9 @@ META = RuleMeta(
     severity=Severity.WARNING,
 )
 
-_EVAL_FUNCTION = re.compile(r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch)?$", re.I)
+_EVAL_FUNCTION = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$", re.I
+)
 _EVAL_DATA = re.compile(r"val|valid|test|eval|dev_|holdout", re.I)
 _NOT_EVAL = frozenset({EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD})
 
@@ -93,6 +97,53 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             related=[Related(forwards[0].span, "model forward")],
             data={"model": name},
         )
+    yield from _loopless(ctx)
+
+
+def _loopless(ctx: Context) -> Iterator[Diagnostic]:
+    """An evaluation function with no loop: one full-batch forward under `no_grad`
+    (graph networks, small tabular sets), `def test(model, ...): with torch.no_grad(): out = model(x)`."""
+    training = ctx.training
+    for qualname, fn in ctx.model.functions.items():
+        if fn.is_lambda or not _EVAL_FUNCTION.search(fn.name):
+            continue
+        cls = ctx.model.enclosing_class(qualname)
+        if cls is not None and (cls.is_module or cls.owns_loop):
+            continue
+        forwards = [e for e in fn.events if training.is_forward(e)]
+        if not forwards or any(e.loops for e in forwards):
+            continue  # none, or the loop path above owns it
+        name = forwards[0].name
+        if not name or name == "self" or any(f.name != name for f in forwards):
+            continue
+        if not (fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)):
+            continue
+        expanded = training.expanded(qualname)
+        if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in expanded) or training.opaque_training_call(expanded):
+            continue
+        first = expanded.index(forwards[0])
+        mode = mode_before(training, qualname, first, name)
+        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
+            continue
+        reason = "the model is still in training mode" if mode == TRAIN else "a new model starts in training mode"
+        anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
+        yield report(
+            META,
+            forwards[0].stmt,
+            f"Evaluation runs `{name}` without `{name}.eval()`: {reason}, so dropout and batch norm behave as in training",
+            _fix_before(ctx, anchor.start.line, name, qualname),
+            related=[Related(forwards[0].span, "model forward")],
+            data={"model": name},
+        )
+
+
+def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
+    if any(e.kind is EventKind.ASSIGN and name in e.targets for e in ctx.model.functions[scope].events):
+        return None
+    text = ctx.source.line(line)
+    indent = text[: len(text) - len(text.lstrip())]
+    edit = insert_statement(ctx.source, line, indent, f"{name}.eval()")
+    return Fix(f"Insert `{name}.eval()` before the forward", (edit,), Applicability.UNSAFE)
 
 
 def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:

@@ -235,3 +235,164 @@ def test_an_edit_inside_one_function_rechecks_only_its_statement() -> None:
     moved = [d for d in after.diagnostics if d.code == "TPF301"]
     assert moved and moved[0].span.start.line == next(d for d in before.diagnostics if d.code == "TPF301").span.start.line + 2
     doc.close()
+
+
+# A module with splits, fits, nested scopes, a class body and a redefinition, for the
+# DataFlow index merged from per-statement pieces (core/dataflow.py `_index_reusing`).
+FLOW_BASE = '''import torch
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+X_train, X_test = train_test_split(X)
+scaler = StandardScaler()
+scaler.fit(X_test)
+
+
+class Data:
+    split = "test"
+
+    def load(self, path):
+        self.rows = torch.load(path)
+        return self.rows
+
+
+def prepare(data):
+    def inner(v):
+        return v * 2
+    for row in data:
+        yield inner(row)
+
+
+def prepare(data):
+    with open(data) as f:
+        return f.read()
+
+
+for batch in prepare(X_train):
+    total = batch
+'''
+
+
+def _flow_shape(flow):  # type: ignore[no-untyped-def]
+    def defs(scope):  # type: ignore[no-untyped-def]
+        return [(n, [(d.at, d.kind, d.index, d.arity, id(d.value)) for d in ds]) for n, ds in scope.defs.items()]
+
+    return (
+        [(q, id(s.node) if q else None, s.parent,  # the module scope's node is the merged ast.Module
+          s.owner, defs(s), [id(r) for r in s.returns], [id(c) for c in s.calls]) for q, s in flow.scopes.items()],
+        list(flow.scope_of_node.items()),
+        [(k, id(v)) for k, v in flow.for_nodes.items()],
+        [(k, id(v)) for k, v in flow.classes.items()],
+        [(o, s, w, id(c)) for o, s, w, c in flow.fits],
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(edit, min_size=1, max_size=5))
+def test_reused_dataflow_index_equals_a_fresh_one(edits: list[tuple[float, float, str]]) -> None:
+    import parso
+    from torch_preflight.core.dataflow import DataFlow
+
+    grammar = parso.load_grammar()
+    builder = IncrementalBuilder()
+    text = FLOW_BASE
+    for a, b, new in edits:
+        start, end = sorted((int(a * len(text)), int(b * len(text))))
+        text = text[:start] + new + text[start + min(end - start, 40):]
+        source = SourceText(text)
+        module = grammar.parse(text, diff_cache=True, path="<flow-test>", cache=False)
+        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
+        model = builder.build(source, chunks, "t.py")
+        if model is None:
+            continue
+        assert "_tpf_dataflow_parts" in model.__dict__
+        reused = DataFlow.of(model)
+        plain = build(model.tree, source, "t.py")  # same nodes, no pieces: the whole-tree walk
+        fresh = DataFlow(plain)
+        assert _flow_shape(reused) == _flow_shape(fresh)
+        sub = builder.submodel(list(range(len(builder.units))))
+        assert _flow_shape(DataFlow.of(sub)) == _flow_shape(fresh)
+
+
+# Shape facts for TPF501 are reused while no statement the module's script can reach changes.
+SHAPE_BASE = '''import torch
+import torch.nn as nn
+
+WIDTH = 120
+
+
+def make_head():
+    return nn.Linear(84, 10)
+
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(32, WIDTH)
+        self.head = make_head()
+
+    def forward(self, x):
+        return self.head(self.fc1(x))
+
+
+def train(model, loader):
+    for x in loader:
+        model(x).sum().backward()
+
+
+def main():
+    train(LeNet(), [torch.zeros(2, 32)])
+'''
+SHAPE_PASTES = [
+    "    model = LeNet()\n", "main()\n", "WIDTH = 84\n", "        self.fc2 = nn.Linear(7, 3)\n", "make_head", "\n", "x", "(",
+    "\ndef make_head():\n    return nn.Linear(3, 10)\n", "2", "9", "WIDTH", "    return nn.Linear(120, 10)\n", "if __name__ == '__main__':\n    main()\n",
+]
+shape_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(SHAPE_PASTES), st.text(max_size=3)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(shape_edit, min_size=1, max_size=6))
+def test_reused_shape_facts_match_full_analysis(edits: list[tuple[float, float, str]]) -> None:
+    doc = Document("file:///tmp/prop/shapes.py", SHAPE_BASE, 0)
+    expected = SHAPE_BASE
+    config = Config(select=("ALL",))
+    assert any(d.code == "TPF501" for d in doc.analysis(config).diagnostics)
+    for version, (a, b, new) in enumerate(edits, start=1):
+        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
+        end = min(end, start + 30)
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new
+        )
+        doc.update([change], version, convert.UTF16)
+        expected = expected[:start] + new + expected[end:]
+        got = doc.analysis(config)
+        full = analyze(expected, doc.path, config)
+        assert diagnostics(got) == diagnostics(full)
+        assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
+    doc.close()
+
+
+def test_shape_facts_are_reused_after_an_edit_in_an_unreached_function() -> None:
+    doc = Document("file:///tmp/prop/shapes2.py", SHAPE_BASE, 0)
+    config = Config(select=("ALL",))
+    before = [d for d in doc.analysis(config).diagnostics if d.code == "TPF501"]
+    assert before and doc.scoped.shapes_computed == 1
+
+    def insert(anchor: str, text: str, version: int) -> None:
+        pos = to_utf16(doc.text, doc.text.index(anchor))
+        doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)], version, convert.UTF16)
+
+    insert("model(x).sum()", "y = 1; ", 1)  # inside train(), which only the uncalled main() names
+    after = doc.analysis(config)
+    assert doc.scoped.shapes_computed == 1
+    assert [d for d in after.diagnostics if d.code == "TPF501"] == before
+    insert("return nn.Linear(84", "z = 2; ", 2)  # inside make_head(), which the class calls
+    doc.analysis(config)
+    assert doc.scoped.shapes_computed == 2
+    insert("\n\ndef main", "\nmain()\n", 3)  # a call at module level reaches main() and train()
+    doc.analysis(config)
+    assert doc.scoped.shapes_computed == 3
+    insert("model(x).sum()", "w = 3; ", 4)
+    assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
+    assert doc.scoped.shapes_computed == 4
+    doc.close()
