@@ -4,8 +4,10 @@ The builder walks the syntax tree once and records, for every function (and the 
 body), what happens in it in source order: calls, assignments, `backward()`, `step()`,
 `zero_grad()`, mode switches and so on, each as an `Event` that carries its position, the
 `if` guards and `with` contexts around it and the loops that enclose it. Rules read these
-facts; they never walk the syntax tree again. The model holds only names, positions and
-events, so a different front end could produce it.
+facts; they never walk the syntax tree again. Functions, classes, loops and events hold
+only names, positions and summaries, so a different front end could produce them. The
+one exception is `ModuleModel.tree`, kept for the provenance analysis (core/dataflow.py)
+and the estimator, which need expression shapes the summaries drop.
 """
 
 from __future__ import annotations
