@@ -46,17 +46,22 @@ def options_from_config(config: Config) -> EstimateOptions:
     return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu)
 
 
-def estimate_source(text: str, path: str = "<string>", options: EstimateOptions | Config | None = None) -> list[MemoryReport]:
+def estimate_source(
+    text: str, path: str = "<string>", options: EstimateOptions | Config | None = None, model: ModuleModel | None = None
+) -> list[MemoryReport]:
     """Parse, model and estimate one file. Never raises: odd input gives [] or incomplete reports.
 
-    `options` may also be the core Config (the language server passes its configuration)."""
+    `options` may also be the core Config (the language server passes its configuration).
+    `model`, when the caller has already built it for this `text` (the server has), skips
+    parsing and modelling again."""
     if isinstance(options, Config):
         options = options_from_config(options)
     try:
-        source = SourceText(text)
-        parsed = parse(source)
-        model = build(parsed.tree, source, path)
-        return estimate(model, parsed.tree, options or EstimateOptions())
+        if model is None or model.tree is None:
+            source = SourceText(text)
+            model = build(parse(source).tree, source, path)
+        assert model.tree is not None
+        return estimate(model, model.tree, options or EstimateOptions())
     except Exception:
         return []
 

@@ -121,8 +121,13 @@ class Document:
             return self.reports
         reports: list[MemoryReport] = []
         if estimator is not None:
+            # The model of the last analysis, when it is of this very text, spares the
+            # estimator a second parse and build of the whole module.
+            analysed = self.result if self.result_key is not None and self.result_key[:2] == (self.version, self.text) else None
+            model = analysed.model if analysed is not None and not self.is_cell else None
             try:
-                reports = list(estimator(self.cell_module[0] if self.is_cell else self.text, self.path, config))
+                text = self.cell_module[0] if self.is_cell else self.text
+                reports = list(estimator(text, self.path, config, model=model))
             except Exception:
                 log.exception("estimator failed for %s", self.uri)
         self.reports, self.reports_key = reports, key
