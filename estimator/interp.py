@@ -707,6 +707,16 @@ class Interpreter:
         except Exception:
             return UNKNOWN
 
+    def _class_attribute(self, cls: ClassValue, name: str, instance: Any) -> Any:
+        """`instance.name` found on its class: a bound method, a property's value, or the
+        class attribute itself; None when the class does not define it."""
+        found = cls.lookup(name)
+        if isinstance(found, Function):
+            return BoundMethod(found, instance)
+        if isinstance(found, Obj) and found.type == "property":
+            return self.call_function(found.attrs["fget"], [instance], {})
+        return found
+
     def getattr(self, base: Any, name: str, node: ast.AST) -> Any:
         if isinstance(base, Qualified):
             return Qualified(f"{base.name}.{name}")
@@ -723,11 +733,7 @@ class Interpreter:
             if base.catalog and name in base.args:
                 return base.args[name]
             if base.cls is not None:
-                found = base.cls.lookup(name)
-                if isinstance(found, Function):
-                    return BoundMethod(found, base)
-                if isinstance(found, Obj) and found.type == "property":
-                    return self.call_function(found.attrs["fget"], [base], {})
+                found = self._class_attribute(base.cls, name, base)
                 if found is not None:
                     return found
             if base.type in ("Linear",) and name in ("in_features", "out_features"):
@@ -740,11 +746,7 @@ class Interpreter:
                 return base.attrs[name]
             cls = base.attrs.get("__class__")
             if isinstance(cls, ClassValue):
-                found = cls.lookup(name)
-                if isinstance(found, Function):
-                    return BoundMethod(found, base)
-                if isinstance(found, Obj) and found.type == "property":
-                    return self.call_function(found.attrs["fget"], [base], {})
+                found = self._class_attribute(cls, name, base)
                 if found is not None:
                     return found
             if base.type in ("Namespace", "SimpleNamespace", "dict", "config"):

@@ -76,24 +76,18 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 clear_extra = extra_guards(clear, loop)
                 if step_cadence and not clear_extra:
                     guard = step_cadence[-1]
-                    # Some backward must run outside the step's guard, or nothing accumulates.
-                    if not any(b.kind is EventKind.BACKWARD and not under(b, guard) and feeds(training, events, b, step) for b in events):
-                        continue
-                    yield report(
-                        META,
-                        clear.span,
+                    at, message, related = clear, (
                         f"`{ctx.source.slice(clear.span)}` runs every iteration but `{step.receiver}.step()` only when "
-                        f"`{guard.text}`: the accumulated gradients are thrown away",
-                        related=[Related(step.span, "guarded optimizer step")],
-                    )
+                        f"`{guard.text}`: the accumulated gradients are thrown away"
+                    ), Related(step.span, "guarded optimizer step")
                 elif clear_cadence and not step_extra:
                     guard = clear_cadence[-1]
-                    if not any(b.kind is EventKind.BACKWARD and not under(b, guard) and feeds(training, events, b, step) for b in events):
-                        continue
-                    yield report(
-                        META,
-                        step.span,
+                    at, message, related = step, (
                         f"`{step.receiver}.step()` runs every iteration but gradients are cleared only when "
-                        f"`{guard.text}`: each step re-applies the accumulated gradients",
-                        related=[Related(clear.span, "guarded zero_grad()")],
-                    )
+                        f"`{guard.text}`: each step re-applies the accumulated gradients"
+                    ), Related(clear.span, "guarded zero_grad()")
+                else:
+                    continue
+                # Some backward must run outside the guard, or nothing accumulates.
+                if any(b.kind is EventKind.BACKWARD and not under(b, guard) and feeds(training, events, b, step) for b in events):
+                    yield report(META, at.span, message, related=[related])
