@@ -39,6 +39,11 @@ def variants(text: str) -> list[tuple[str, dict[str, str]]]:
     ]
 
 
+def cuda_variant(text: str) -> str:
+    """The script as run on a GPU: its CPU autocast becomes CUDA autocast (cuda_truth.py sets the default device)."""
+    return text.replace('torch.autocast("cpu"', 'torch.autocast("cuda"')
+
+
 def write_variant(name: str, tag: str, text: str, values: dict[str, str]) -> Path:
     for key, value in values.items():
         text = re.sub(rf"^{key} = .*$", f"{key} = {value}", text, count=1, flags=re.M)
