@@ -68,6 +68,43 @@ class Project:
             return self.resolve_class(model.path, target, used)
         return None
 
+    def resolve_function(self, importer: str, qualified: str, used: dict[str, Dependency]) -> tuple[ModuleModel, str] | None:
+        """The top-level function `qualified` (`package.module.func`) as seen from `importer`:
+        its module's model and the function's qualname. Only files on disk beside the importer
+        or in its parent folders up to the project root (and `<root>/src`) count; jedi is not
+        asked, so a library name costs a few `stat` calls."""
+        module, _, name = qualified.rpartition(".")
+        if not module or not name or not importer or importer.startswith("<") or module.startswith("."):
+            return None
+        path = self._find_on_disk(importer, module)
+        if path is None:
+            return None
+        model = self._load(path, used)
+        if model is None:
+            return None
+        fn = model.functions.get(name)
+        if fn is not None and not fn.parent and not fn.owner:
+            return model, name
+        target = model.imports.aliases.get(name)  # re-exported through a package __init__
+        if target and target != qualified and "." in target and target.count(".") < 8:
+            return self.resolve_function(model.path, target, used)
+        return None
+
+    def _find_on_disk(self, importer: str, module: str) -> str | None:
+        parts = module.split(".")
+        folder = Path(os.path.abspath(importer)).parent
+        for _ in range(MAX_PARENT_LEVELS + 1):
+            roots = (folder, folder / "src") if _is_root(folder) else (folder,)
+            for root in roots:
+                base = root.joinpath(*parts)
+                for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                    if str(candidate) in self.overrides or candidate.is_file():
+                        return str(candidate)
+            if _is_root(folder) or folder.parent == folder:
+                break
+            folder = folder.parent
+        return None
+
     def module(self, importer: str, module: str, used: dict[str, Dependency]) -> ModuleModel | None:
         path = self._find(importer, module)
         if path is None:
@@ -124,6 +161,9 @@ class ProjectView:
 
     def resolve_class(self, importer: str, qualified: str) -> tuple[ModuleModel, ClassInfo] | None:
         return self.project.resolve_class(importer, qualified, self.used)
+
+    def resolve_function(self, importer: str, qualified: str) -> tuple[ModuleModel, str] | None:
+        return self.project.resolve_function(importer, qualified, self.used)
 
 
 def _is_root(folder: Path) -> bool:

@@ -17,11 +17,16 @@ are cleared, which calls are opaque).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop, ModuleModel
+
+if TYPE_CHECKING:
+    from torch_preflight.core.project import ProjectView
 
 MAX_INLINE_DEPTH = 4
 _LIBRARY_HEADS = frozenset(
@@ -58,6 +63,30 @@ _BOOKKEEPING = re.compile(
 )
 
 
+_FOREIGN_KINDS = frozenset({EventKind.ZERO_GRAD, EventKind.STEP, EventKind.BACKWARD, EventKind.TRAIN_MODE, EventKind.EVAL_MODE})
+_COMMON_LIBRARIES = frozenset(
+    {"numpy", "scipy", "sklearn", "pandas", "matplotlib", "seaborn", "tqdm", "wandb", "mlflow", "tensorboardX", "PIL", "cv2",
+     "datasets", "tokenizers", "evaluate", "hydra", "omegaconf", "yaml", "requests", "ray", "einops", "safetensors", "jedi"}
+)
+_DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def _local_head(model: ModuleModel, qualified: str) -> str:
+    """The local name a resolved callee was imported as (`tu` for `train_utils.train`)."""
+    for alias, target in model.imports.aliases.items():
+        if qualified == target or qualified.startswith(target + "."):
+            return alias
+    return ""
+
+
+def _rename(name: str | None, binding: dict[str, str]) -> str | None:
+    """`model.module` in the callee -> `net.module` at the call when `model` is bound to `net`."""
+    if not name:
+        return name
+    head, dot, rest = name.partition(".")
+    return binding[head] + dot + rest if head in binding else name
+
+
 def _is_bookkeeping(event: Event) -> bool:
     """`meter.update(...)` on a record keeper: it cannot clear gradients or step."""
     if not event.receiver or tail(event.name or "") != "update":
@@ -80,8 +109,11 @@ class TrainingLoop:
 class TrainingModel:
     """Per-module queries over loops and their iterations; results are memoised."""
 
-    def __init__(self, model: ModuleModel) -> None:
+    def __init__(self, model: ModuleModel, project: ProjectView | None = None) -> None:
         self.model = model
+        self.project = project  # follows calls into the user's other modules when given
+        self._foreign: dict[str, tuple[tuple[str, ...], tuple[Event, ...]] | None] = {}
+        self._foreign_loops: dict[tuple[str, int], int] = {}
         self._expanded: dict[str, tuple[Event, ...]] = {}
         self._inlined: dict[tuple[str, tuple[str, ...]], tuple[Event, ...]] = {}
         self._iterations: dict[int, tuple[Event, ...]] = {}
@@ -101,7 +133,10 @@ class TrainingModel:
             out.append(event)
             if event.kind not in (EventKind.CALL, EventKind.STEP) or len(_stack) >= MAX_INLINE_DEPTH:
                 continue
-            for target in self.model.call_targets(event):
+            targets = self.model.call_targets(event)
+            if not targets and self.project is not None and event.kind is EventKind.CALL:
+                out.extend(self._inline_foreign(event))
+            for target in targets:
                 if target == qualname or target in _stack:
                     continue
                 for inner in self.expanded(target, (*_stack, qualname)):
@@ -120,6 +155,108 @@ class TrainingModel:
         else:  # the same callee under the same call chain expands the same way: reuse it
             self._inlined[(qualname, _stack)] = result
         return result
+
+    # --- functions imported from the user's other modules --------------------------------
+
+    def _inline_foreign(self, call: Event) -> list[Event]:
+        """The events of a function imported from another module of the user's project
+        (`from utils import train_one_epoch`), as seen at `call`: only the kinds whose place
+        in an iteration matters (zero_grad, step, backward, train/eval mode, `set_epoch`).
+        They carry the call's span and statement (a finding lands in this file), the call's
+        function, receivers renamed from the callee's parameters to the call's arguments,
+        only the callee's no_grad contexts, and synthetic negative loop ids. The other file
+        is parsed only for a call inside a loop or one that receives a model or optimizer."""
+        qualified = call.name or ""
+        if not self._worth_following(call, qualified):
+            return []
+        if qualified not in self._foreign:
+            self._foreign[qualified] = self._load_foreign(qualified)
+        found = self._foreign[qualified]
+        if not found:
+            return []
+        params, events = found
+        binding = self._binding(call, params)
+        out: list[Event] = []
+        for inner in events:
+            receiver = _rename(inner.receiver, binding)
+            args, name = inner.args, inner.name
+            if inner.kind is EventKind.CALL and tail(name or "") != "set_epoch":
+                if name not in binding:
+                    continue  # a call of an argument (`model(x)`) whose argument is no plain name here
+                name, args = binding[name], ()
+            elif inner.kind is EventKind.STEP:
+                args = tuple(replace(a, base=_rename(a.base, binding)) if a.base else a for a in args)
+            elif inner.kind is EventKind.BACKWARD:
+                receiver, args = None, ()  # the loss lives in the other file
+            out.append(
+                replace(
+                    inner,
+                    span=call.span,
+                    stmt=call.stmt,
+                    function=call.function,
+                    receiver=receiver,
+                    name=name,
+                    args=args,
+                    keywords=(),
+                    value=None,
+                    targets=(),
+                    guards=call.guards + tuple(replace(g, span=call.span) for g in inner.guards),
+                    contexts=call.contexts + tuple(replace(c, span=call.span) for c in inner.contexts if c.disables_grad),
+                    loops=call.loops + tuple(self._foreign_loop(qualified, i) for i in inner.loops),
+                    via=(qualified, *inner.via),
+                    inner=False,
+                )
+            )
+        return out
+
+    def _worth_following(self, call: Event, qualified: str) -> bool:
+        head = qualified.partition(".")[0]
+        if "." not in qualified or not head or head in _LIBRARY_HEADS or head in _TORCH_ECOSYSTEM or head in _OTHER_FRAMEWORKS:
+            return False
+        if head in sys.stdlib_module_names or head in _COMMON_LIBRARIES or qualified.startswith("self."):
+            return False
+        if not _local_head(self.model, qualified):
+            return False  # reached through an import, not a local binding
+        if call.loops:
+            return True
+        for arg in (*call.args, *(v for _, v in call.keywords)):
+            if arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER):
+                return True
+        return False
+
+    def _load_foreign(self, qualified: str) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
+        assert self.project is not None
+        resolved = self.project.resolve_function(self.model.path, qualified)
+        if resolved is None:
+            return None
+        model, name = resolved
+        fn = model.functions[name]
+        other = TrainingModel(model)  # one level: the callee's own imports are not followed
+        expanded = other.expanded(name)
+        if other.opaque_training_call(expanded) is not None:
+            return None  # it calls training code of its own that stays out of sight: still opaque
+        kept = tuple(
+            e
+            for e in expanded
+            if e.kind in _FOREIGN_KINDS
+            or (e.kind is EventKind.CALL and (tail(e.name or "") == "set_epoch" or (e.name in fn.params and not e.receiver)))
+        )
+        return fn.params, kept
+
+    def _foreign_loop(self, qualified: str, loop_id: int) -> int:
+        key = (qualified, loop_id)
+        if key not in self._foreign_loops:
+            self._foreign_loops[key] = -1 - len(self._foreign_loops)
+        return self._foreign_loops[key]
+
+    @staticmethod
+    def _binding(call: Event, params: tuple[str, ...]) -> dict[str, str]:
+        binding: dict[str, str] = {}
+        for index, param in enumerate(params):
+            value = call.keyword(param) or (call.args[index] if index < len(call.args) else None)
+            if value is not None and value.base and not value.callee and not value.method and _DOTTED.fullmatch(value.text):
+                binding[param] = value.base
+        return binding
 
     def iteration(self, loop: Loop) -> tuple[Event, ...]:
         """The events of one pass through `loop`'s body, callees inlined."""
@@ -189,8 +326,8 @@ class TrainingModel:
         """A call into code this file cannot see (not torch, not a builtin, not local)."""
         if event.kind is not EventKind.CALL or not event.name:
             return False
-        if self.model.call_targets(event):
-            return False
+        if self.model.call_targets(event) or self._foreign.get(event.name) is not None:
+            return False  # a local function, or one of the user's other modules that was read
         head = event.name.partition(".")[0]
         return head not in _LIBRARY_HEADS and not event.name.startswith("torch.")
 

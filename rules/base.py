@@ -57,7 +57,7 @@ class Context:
 
     @cached_property
     def training(self) -> TrainingModel:
-        return TrainingModel(self.model)
+        return TrainingModel(self.model, self.project)
 
     @property
     def source(self) -> SourceText:

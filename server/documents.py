@@ -94,8 +94,8 @@ class Document:
     def analysis(self, config: Config) -> Result:
         """The analysis of the current text, reusing every unchanged top-level statement."""
         key = (self.version, self.text, config)
-        if self.result is not None and self.result_key == key:
-            return self.result
+        if self.result is not None and self.result_key == key and all(d.unchanged() for d in self.result.dependencies):
+            return self.result  # same text, and the other project files it read are unchanged on disk
         self.result = self._analyze(config)
         self.result_key = key
         return self.result

@@ -9,7 +9,8 @@ order on every rank. Training still converges, but worse than with real shufflin
 nothing warns.
 
 Samplers created with `shuffle=False` (validation), loaders that are iterated once, and
-files that call `set_epoch` anywhere (often inside `train_one_epoch`) are not flagged.
+files that call `set_epoch` anywhere (often inside `train_one_epoch`), or whose loops call a
+function of another project module that does, are not flagged.
 
 ## Example
 ```python
@@ -57,6 +58,8 @@ META = RuleMeta(
 def check(ctx: Context) -> Iterator[Diagnostic]:
     if "set_epoch" in ctx.source.text:
         return
+    if any(tail(e.name or "") == "set_epoch" and e.via for loop in ctx.model.loops.values() for e in ctx.training.iteration(loop)):
+        return  # called inside a function imported from another module of the project
     samplers: dict[str, Event] = {}  # sampler variable (or "" for an inline sampler) -> construction
     loaders: dict[str, Event] = {}  # loader variable -> its sampler's construction
     for fn in ctx.model.functions.values():

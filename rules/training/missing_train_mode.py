@@ -9,7 +9,10 @@ later epoch trains with dropout off and batch norm frozen on its running statist
 the model overfits, or batch norm never adapts, and the loss curves look plausible.
 
 The rule needs the evaluated model to be the trained one: its name appears in an
-optimizer's construction or in a `.train()` call elsewhere in the file. A `.train()` call
+optimizer's construction or in a `.train()` call elsewhere in the file, or its forward runs
+with gradients on in a loop of the same iteration that back-propagates and steps (a model
+whose optimizer `accelerator.prepare` returns). A model put in eval mode through a called
+function's parameter is matched under the name the loop passes. A `.train()` call
 anywhere in the loop's iteration (before training, or after evaluating) silences it.
 Teacher and EMA models that are never trained are not flagged.
 
@@ -67,8 +70,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if not any(e.kind is EventKind.BACKWARD for e in events) or not any(training.optimizer_of(e) for e in events):
             continue
         for evaluation in evals:
-            receiver = evaluation.receiver or ""
-            if not _trained(ctx, receiver, events):
+            receiver = _as_passed(ctx, evaluation, events) or evaluation.receiver or ""
+            if not _trained(ctx, receiver, events) and not _trained(ctx, evaluation.receiver or "", events):
                 continue
             # Training in a function the epoch loop calls (`train(...)`): report its training loop,
             # which is what runs in eval mode; the fix still goes at the top of the epoch loop.
@@ -112,13 +115,39 @@ def loop_chain(ctx: Context, loop: Loop) -> tuple[int, ...]:
     return tuple(chain)
 
 
+def _as_passed(ctx: Context, evaluation: Event, events: tuple[Event, ...]) -> str | None:
+    """The caller's name for the model a called function puts in eval mode through its
+    parameter: `evaluate(gcn, ...)` with `def evaluate(model, ...): model.eval()` -> `gcn`."""
+    if len(evaluation.via) != 1 or not evaluation.receiver:
+        return None
+    fn = ctx.model.functions.get(evaluation.function)
+    head, dot, rest = evaluation.receiver.partition(".")
+    if fn is None or head not in fn.params:
+        return None
+    position = fn.params.index(head) - (1 if fn.owner else 0)
+    for call in events:
+        if call.kind is not EventKind.CALL or call.via or evaluation.via[0] not in ctx.model.call_targets(call):
+            continue
+        arg = call.keyword(head) or (call.args[position] if 0 <= position < len(call.args) else None)
+        if arg is None or not arg.base or arg.callee or arg.method or arg.text != arg.base:
+            return None
+        return arg.base + dot + rest
+    return None
+
+
 def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
     name = tail(receiver)
     if not name or name == "self":
         return False
     training = ctx.training
-    if not any(training.is_forward(e) and tail(e.name) == name for e in events):
+    forwards = [e for e in events if training.is_forward(e) and tail(e.name) == name]
+    if not forwards:
         return False
+    # Its forward runs with gradients on inside a loop of this iteration that back-propagates
+    # and steps (`model, optimizer = accelerator.prepare(...)` hides the optimizer's model).
+    for forward in forwards:
+        if not forward.no_grad and any(training.is_training_loop(loop) for loop in _loops_of(ctx, forward)):
+            return True
     word = re.compile(rf"\b{re.escape(name)}\b")
     for fn in ctx.model.functions.values():
         for event in fn.events:
@@ -128,6 +157,10 @@ def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
                 if ctx.model.kind_of_value(event.value, event.function) is Kind.OPTIMIZER and word.search(event.value.text):
                     return True
     return False
+
+
+def _loops_of(ctx: Context, event: Event) -> list[Loop]:
+    return [ctx.model.loops[i] for i in event.loops if i in ctx.model.loops]
 
 
 def _fix(ctx: Context, loop: Loop, receiver: str, evaluation: Event) -> Fix | None:
