@@ -70,8 +70,9 @@ $(TORCH_VENV)/bin/python:
 	$(PYTHON) -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/python -m pip install --quiet torch==2.13.0
 
-bench-vram: $(STAMP) $(TORCH_VENV)/bin/python ## VRAM estimator accuracy: estimate vs CPU measurement per script (~5 min)
+bench-vram: $(STAMP) $(TORCH_VENV)/bin/python ## VRAM estimator accuracy: estimate vs CPU and CUDA measurements per script (~5 min)
 	$(BIN)/python bench/vram/compare.py --torch $(TORCH_VENV)/bin/python
+	$(BIN)/python bench/vram/compare_cuda.py  # CUDA truth measured on a GPU by bench/vram/cuda_truth.py (committed JSON)
 
 # ---- bench-lsp: language-server latency vs ruff server (issue 6; not part of `make test`) ----
 bench-lsp: $(STAMP) ## LSP latency: didChange -> diagnostics p50/p95, inlay hints, cold start, vs `ruff server`

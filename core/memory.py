@@ -24,6 +24,7 @@ class LayerEstimate:
     param_bytes: int
     activation_bytes: int | None  # bytes autograd saves for this layer in one step; None when unknown
     output_shape: tuple[str | int, ...] | None = None
+    file: str | None = None  # set when the layer is built in another file (a model class from the user's module): line/col are there
 
 
 @dataclass(frozen=True)

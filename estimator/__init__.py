@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 from dataclasses import dataclass, replace
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.memory import Assumption, LayerEstimate, MemoryReport, Suggestion
 from torch_preflight.core.parse import parse
+from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.estimator.interp import Interpreter, Recorder, StepRecord
-from torch_preflight.estimator.options import ALLOCATOR_RESERVE, CUDA_CONTEXT_BYTES, GPUS, EstimateOptions, gpu_memory
+from torch_preflight.estimator.options import (
+    ALLOCATOR_RESERVE,
+    CUDA_CONTEXT_BYTES,
+    GPUS,
+    EstimateOptions,
+    cublas_workspace,
+    gpu_memory,
+)
 from torch_preflight.estimator.timeline import Timeline, cuda_round, optimizer_bytes, simulate
 from torch_preflight.estimator.values import ITEMSIZE, Module, Optimizer, Tensor
 
@@ -47,13 +56,15 @@ def options_from_config(config: Config) -> EstimateOptions:
 
 
 def estimate_source(
-    text: str, path: str = "<string>", options: EstimateOptions | Config | None = None, model: ModuleModel | None = None
+    text: str, path: str = "<string>", options: EstimateOptions | Config | None = None, model: ModuleModel | None = None,
+    project: ProjectView | None = None,
 ) -> list[MemoryReport]:
     """Parse, model and estimate one file. Never raises: odd input gives [] or incomplete reports.
 
     `options` may also be the core Config (the language server passes its configuration).
     `model`, when the caller has already built it for this `text` (the server has), skips
-    parsing and modelling again."""
+    parsing and modelling again. `project` resolves imports into the user's other modules
+    (`from models import UNet`); by default a fresh one when `path` is a file on disk."""
     if isinstance(options, Config):
         options = options_from_config(options)
     try:
@@ -61,21 +72,26 @@ def estimate_source(
             source = SourceText(text)
             model = build(parse(source).tree, source, path)
         assert model.tree is not None
-        return estimate(model, model.tree, options or EstimateOptions())
+        if project is None and os.path.isfile(path):
+            project = Project().view()
+        return estimate(model, model.tree, options or EstimateOptions(), project=project)
     except Exception:
         return []
 
 
-def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions) -> list[MemoryReport]:
+def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, project: ProjectView | None = None) -> list[MemoryReport]:
+    """The memory reports of the models `model` trains (or builds). `project`, when given, lets model
+    classes, helpers and configs come from the user's other modules (their layers carry `file`)."""
     try:
-        return _estimate(model, tree, options)
+        return _estimate(model, tree, options, project)
     except RecursionError:
         return []
 
 
-def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None) -> Interpreter:
+def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None,
+               project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
-                     force_autocast=autocast or options.autocast, dtype=options.dtype)
+                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project)
     it.run()
     return it
 
@@ -176,11 +192,22 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
     if step is not None:
         batch = sum(rnd(t.nbytes) for t in _batch_tensors(step))
     persist = it.zero_grad_seen and it.zero_grad_set_to_none is False
-    tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient, batch=batch,
+    workspace = 2 * cublas_workspace(options.gpu) if device == "cuda" and step is not None and _uses_cublas(mod) else 0
+    tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient,
+                  batch=batch + workspace,
                   grads_persist=persist, device=device)
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
     return _Run(it, mod, line, col, step, opt, tl, complete, b)
+
+
+BLAS_LAYERS = ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear", "Bilinear", "MultiheadAttention", "RNN", "LSTM", "GRU",
+               "TransformerEncoderLayer", "TransformerDecoderLayer")
+
+
+def _uses_cublas(mod: Module) -> bool:
+    """Whether the model's step runs cuBLAS GEMMs (and so holds the cuBLAS workspaces): Linear-like layers, attention, RNNs."""
+    return any(m.type in BLAS_LAYERS for m in mod.modules())
 
 
 def _buffer_bytes(mod: Module, rnd: object) -> int:
@@ -196,8 +223,8 @@ def _batch_tensors(step: StepRecord) -> list[Tensor]:
     return list(unique.values())
 
 
-def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions) -> list[MemoryReport]:
-    it = _interpret(model, tree, options)
+def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, project: ProjectView | None = None) -> list[MemoryReport]:
+    it = _interpret(model, tree, options, project=project)
     reports: list[MemoryReport] = []
     for mod, line, col, step in _targets(it, options):
         run = _run(it, mod, line, col, step, options)
@@ -223,7 +250,8 @@ def _layers(mod: Module, has_step: bool, device: str) -> tuple[LayerEstimate, ..
         itemsize = ITEMSIZE.get(m.dtype, 4)
         pbytes = sum(rnd(s * itemsize) for s in m.own_param_sizes())
         rows.append(LayerEstimate(name or "(model)", m.type, m.line, m.col, own, pbytes,
-                                  m.saved_bytes if has_step else None, tuple(m.output_shape) if m.output_shape is not None else None))
+                                  m.saved_bytes if has_step else None, tuple(m.output_shape) if m.output_shape is not None else None,
+                                  m.file or None))
     return tuple(rows)
 
 
@@ -248,6 +276,10 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         assumptions.append(Assumption("no training step or input shape found: activations unknown (pass --input-shape)", None))
     if mod.dtype != "float32":
         assumptions.append(Assumption(f"parameters in {mod.dtype}", None))
+    if options.device == "cuda" and run.step is not None and _uses_cublas(mod):
+        ws = cublas_workspace(options.gpu)
+        assumptions.append(Assumption(f"cuBLAS workspaces: 2 x {ws / 2**20:g} MiB (forward and autograd threads"
+                                      f"{', ' + options.gpu if options.gpu else ', Hopper default'}), counted in other", None))
     for text, line in it.problems:
         assumptions.append(Assumption(f"could not read: {text}" + (f" ({path}:{line + 1})" if line is not None else ""), line))
     breakdown = {"parameters": tl.parameters, "gradients": tl.gradients, "optimizer_state": tl.optimizer_state,
@@ -270,7 +302,7 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
 
 def _rerun(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions, **changes: object) -> _Run | None:
     opts = replace(options, remedies=False, **changes)  # type: ignore[arg-type]
-    it = _interpret(model, tree, opts)
+    it = _interpret(model, tree, opts, project=run.it.project)
     found = _find(it, run.module)
     if found is None:
         return None

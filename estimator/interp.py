@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch_preflight.core.names import dotted
+from torch_preflight.core.names import ImportMap, dotted
+from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.estimator import catalog
 from torch_preflight.estimator.values import (
@@ -40,6 +41,13 @@ from torch_preflight.estimator.values import (
 )
 
 MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast)
+# imported names from these packages are never looked for among the user's own modules
+LIBRARIES = {
+    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "math", "os", "sys", "random", "dataclasses", "typing",
+    "collections", "functools", "itertools", "argparse", "json", "time", "pathlib", "re", "copy", "logging", "warnings",
+    "transformers", "lightning", "pytorch_lightning", "timm", "einops", "tqdm", "wandb", "bitsandbytes", "accelerate",
+    "deepspeed", "datasets", "PIL", "scipy", "sklearn", "pandas", "hydra", "omegaconf", "yaml", "tensorboard",
+}
 FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 
@@ -61,9 +69,13 @@ class _Continue(Exception):
 
 
 class Scope:
-    def __init__(self, parent: Scope | None = None) -> None:
+    def __init__(self, parent: Scope | None = None, imports: ImportMap | None = None, path: str = "") -> None:
         self.vars: dict[str, Any] = {}
         self.parent = parent
+        # the module this scope's code belongs to: its imports and its file (the estimated file, or
+        # one of the user's other modules that a model class was read from)
+        self.imports: ImportMap | None = imports if imports is not None or parent is None else parent.imports
+        self.path: str = path or (parent.path if parent is not None else "")
 
     def lookup(self, name: str) -> Any:
         scope: Scope | None = self
@@ -83,6 +95,9 @@ class Op:
     params: list[tuple[int, int]]  # (param key, grad bytes) of parameters it uses
     transient: int = 0  # unsaved bytes live while it runs in forward (its output, extra buffers)
     recompute: int = 0  # activation checkpointing: bytes re-saved when its backward recomputes
+    backward_transient: int = 0  # workspace its backward holds besides the incoming and produced grads
+    cast_grad_bytes: int = 0  # grads of autocast weight casts it produces (converted to .grad after its backward)
+    out_id: int = 0  # storage id of its output
 
 
 @dataclass
@@ -115,15 +130,20 @@ class Instance:
 
 class Interpreter:
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
-                 input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None) -> None:
+                 input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
+                 project: ProjectView | None = None) -> None:
         self.model = model
+        self.project = project  # resolves imports into the user's other modules (model classes, configs)
+        self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
+        self.user_values: dict[tuple[str, str], Any] = {}
+        self.cur_path = model.path  # the file whose code is running
         self.tree = tree
         self.device = device
         self.batch_override = batch_override
         self.input_shape = input_shape
         self.force_autocast = force_autocast
         self.dtype_override = dtype
-        self.globals = Scope()
+        self.globals = Scope(imports=model.imports, path=model.path)
         self.steps_left = MAX_STEPS
         self.grad_enabled = True
         self.autocast: str | None = force_autocast
@@ -153,6 +173,8 @@ class Interpreter:
     # ---- bookkeeping -------------------------------------------------------------------------
     def problem(self, text: str, node: ast.AST | None = None) -> None:
         line = getattr(node, "lineno", None)
+        if line and self.cur_path != self.model.path:  # in another module: its line means nothing here
+            text, line = f"{text} (in {self.cur_path.rsplit('/', 1)[-1]}:{line})", None
         entry = (text, line - 1 if line else None)
         if self.forward_depth > 0:
             self.fwd_doubt += 1
@@ -228,7 +250,7 @@ class Interpreter:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             fn: Any = Function(node, scope)
             for dec in reversed(node.decorator_list):
-                name = self.qualify(dec)
+                name = self.qualify(dec, scope)
                 if name in ("property", "functools.cached_property"):
                     fn = Obj("property", {"fget": fn})
                 elif name in ("staticmethod", "classmethod", "torch.no_grad", "torch.inference_mode", "functools.wraps"):
@@ -271,7 +293,7 @@ class Interpreter:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
-                scope.vars[local] = Qualified(self.model.imports.resolve(local) or local)
+                scope.vars[local] = Qualified((scope.imports or self.model.imports).resolve(local) or local)
         elif isinstance(node, ast.Break):
             raise _Break
         elif isinstance(node, ast.Continue):
@@ -417,13 +439,14 @@ class Interpreter:
     # ---- classes -------------------------------------------------------------------------------
     def define_class(self, node: ast.ClassDef, scope: Scope) -> ClassValue:
         bases = tuple(self.eval(b, scope) for b in node.bases)
+        bases = tuple(self.user_value(b.name) or b if isinstance(b, Qualified) else b for b in bases)
         is_module = any(
             (isinstance(b, Qualified) and b.name in ("torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
                                                       "lightning.LightningModule", "lightning.pytorch.LightningModule"))
             or (isinstance(b, ClassValue) and b.is_module)
             for b in bases
         )
-        is_dc = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in ("dataclasses.dataclass", "dataclass") for d in node.decorator_list)
+        is_dc = any(self.qualify(d.func if isinstance(d, ast.Call) else d, scope) in ("dataclasses.dataclass", "dataclass") for d in node.decorator_list)
         cls = ClassValue(node, scope, bases, is_module, is_dc)
         body_scope = Scope(scope)
         saved_script = self.in_script
@@ -446,12 +469,14 @@ class Interpreter:
             if isinstance(value, Function):
                 value.owner = cls
             cls.attrs.setdefault(name, value)
-        self.classes[node.name] = cls
+        if scope.path == self.model.path:
+            self.classes[node.name] = cls  # the file's own classes (the fallback models when nothing is trained)
         return cls
 
     def instantiate(self, cls: ClassValue, args: list[Any], kwargs: dict[str, Any], line: int, col: int) -> Any:
         if cls.is_module:
             mod = Module(cls.name, line, col, cls=cls)
+            mod.file = self.foreign_file()
             mod.doubtful = self.guessing > 0
             init = cls.lookup("__init__")
             if isinstance(init, Function):
@@ -502,6 +527,16 @@ class Interpreter:
 
     # ---- functions -----------------------------------------------------------------------------
     def call_function(self, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        path = getattr(fn.env, "path", "") or self.cur_path
+        if path == self.cur_path:
+            return self._call_function(fn, args, kwargs)
+        saved, self.cur_path = self.cur_path, path
+        try:
+            return self._call_function(fn, args, kwargs)
+        finally:
+            self.cur_path = saved
+
+    def _call_function(self, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
         self.tick()
         node = fn.node
         scope = Scope(fn.env)
@@ -537,9 +572,60 @@ class Interpreter:
         return None
 
     # ---- expressions ---------------------------------------------------------------------------
-    def qualify(self, node: ast.AST) -> str | None:
+    def qualify(self, node: ast.AST, scope: Scope | None = None) -> str | None:
         name = dotted(node)
-        return self.model.imports.resolve(name) if name else None
+        imports = scope.imports if scope is not None and scope.imports is not None else self.model.imports
+        return imports.resolve(name) if name else None
+
+    # ---- the user's other modules ----------------------------------------------------------------
+    def user_value(self, qualified: str) -> Any:
+        """`models.UNet` imported from the user's own module (`from models import UNet`): the value
+        that module's top level binds to the name, its top level run once, like an import; None when
+        the name is not one of the project's modules (libraries, unresolved imports)."""
+        module, _, name = qualified.rpartition(".")
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES or module.startswith("."):
+            return None
+        key = (self.cur_path, qualified)
+        if key in self.user_values:
+            return self.user_values[key]
+        self.user_values[key] = None  # a cycle resolves to nothing
+        try:
+            model = self.project.project.module(self.cur_path, module, self.project.used)
+        except Exception:  # the project lookup is best effort
+            model = None
+        value = None
+        if model is not None and model.tree is not None and model.path != self.model.path:
+            scope = self.load_module(model, module)
+            value = scope.vars.get(name) if scope is not None else None
+            if isinstance(value, Qualified):  # re-exported: `from .layers import Block` in a package __init__
+                saved, self.cur_path = self.cur_path, model.path
+                try:
+                    value = self.user_value(value.name)
+                finally:
+                    self.cur_path = saved
+        self.user_values[key] = value
+        return value
+
+    def foreign_file(self) -> str:
+        """The running file when it is one of the user's other modules, else ""."""
+        return self.cur_path if self.cur_path != self.model.path else ""
+
+    def load_module(self, model: ModuleModel, name: str) -> Scope | None:
+        if model.path in self.user_modules:
+            return self.user_modules[model.path]
+        self.user_modules[model.path] = None
+        scope = Scope(imports=model.imports, path=model.path)
+        scope.vars["__name__"] = name
+        saved = (self.in_script, self.cur_path)
+        self.in_script, self.cur_path = 0, model.path
+        try:
+            self.exec_block(model.tree.body, scope)  # type: ignore[union-attr]
+        except (_Return, _Break, _Continue):
+            pass
+        finally:
+            self.in_script, self.cur_path = saved
+        self.user_modules[model.path] = scope
+        return scope
 
     def truth(self, value: Any) -> bool | None:
         if is_unknown(value) or isinstance(value, (Tensor, Obj, Qualified)):
@@ -562,8 +648,9 @@ class Interpreter:
                 pass
             if node.id in BUILTINS:
                 return Qualified(node.id)
-            resolved = self.model.imports.resolve(node.id)
-            if resolved and self.model.imports.is_imported(node.id):
+            imports = scope.imports or self.model.imports
+            resolved = imports.resolve(node.id)
+            if resolved and imports.is_imported(node.id):
                 return Qualified(resolved)
             return Unknown(f"name `{node.id}`")
         if isinstance(node, ast.Attribute):
@@ -855,6 +942,9 @@ class Interpreter:
         if isinstance(func, Module):
             return self.call_module(func, args, kwargs, node)
         if isinstance(func, Qualified):
+            user = self.user_value(func.name)
+            if user is not None and not isinstance(user, Qualified):
+                return self.call(user, args, kwargs, node, line, col)
             return ops.call_qualified(self, func.name, args, kwargs, node, line, col)
         if isinstance(func, MethodRef):
             return ops.call_method(self, func.obj, func.name, args, kwargs, node)
@@ -874,6 +964,8 @@ class Interpreter:
         if self.recorder is not None and self.forward_depth == 0:
             if mod.type not in catalog.LOSSES and mod not in self.recorder.models:
                 self.recorder.models.append(mod)
+                for m in mod.modules():  # per-layer saved bytes are one step's: a loop interpreted twice must not add up
+                    m.saved_bytes = 0
             self.recorder.batch.extend(a for a in [*args, *kwargs.values()] if isinstance(a, Tensor) and a.external and not a.is_param)
         self.forward_depth += 1
         saved_script = self.in_script
@@ -939,7 +1031,7 @@ class Interpreter:
         return items if len(items) != 1 else items[0]
 
     def record(self, out: Tensor, inputs: list[Any], saved: list[Tensor], params: Module | None = None,
-               extra_transient: int = 0, recompute: int = 0) -> Tensor:
+               extra_transient: int = 0, recompute: int = 0, backward_transient: int = 0) -> Tensor:
         """Register one autograd op producing `out`; mark `out` as requiring grad when it does."""
         tensors = [t for t in inputs if isinstance(t, Tensor)]
         owners = [t._owner for t in tensors if t.is_param and getattr(t, "_owner", None) is not None]  # type: ignore[attr-defined]
@@ -964,8 +1056,13 @@ class Interpreter:
         grads: list[tuple[int, int]] = []
         for m in {id(m): m for m in [*([params] if params is not None else []), *owners]}.values():
             grads.extend((m.id * 1000 + i, size * 4 if m.dtype == "float32" else size * 2) for i, size in enumerate(m.own_param_sizes()))
-        in_grad = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param)
-        rec.ops.append(Op(layer_name, entries, out.nbytes, in_grad, grads, out.nbytes + extra_transient, recompute))
+        # autocast's cast copies of weights: their gradient (in the cast dtype) is converted to the
+        # parameter's dtype by the cast's own backward node, after this op's backward has released
+        # what it saved; it does not flow on to the ops before this one
+        casts = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param and getattr(t, "_owner", None) is not None)
+        in_grad = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param) - casts
+        rec.ops.append(Op(layer_name, entries, out.nbytes, in_grad, grads, out.nbytes + extra_transient, recompute, backward_transient, casts,
+                          out.storage.id if out.storage is not None else 0))
         return out
 
     def elementwise(self, inputs: list[Tensor], shape: tuple[int, ...], kind: str, saved: list[Tensor] | None = None) -> Tensor:

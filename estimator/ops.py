@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from torch_preflight.estimator import catalog
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
+    ITEMSIZE,
     UNKNOWN,
     ContextValue,
     Dataset,
@@ -259,6 +260,7 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
 # ---- construction ---------------------------------------------------------------------------------
 def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
     mod = Module(kind, line, col, catalog=True)
+    mod.file = it.foreign_file()
     mod.doubtful = it.guessing > 0
     if isinstance(node, ast.Call):
         mod.end = ((node.end_lineno or node.lineno) - 1, node.end_col_offset or 0)
@@ -364,6 +366,7 @@ def literal_args(kind: str, node: ast.Call) -> dict[str, ast.expr]:
 def clone(mod: Module) -> Module:
     copy = Module(mod.type, mod.line, mod.col, mod.catalog, dict(mod.params), dict(mod.buffers), dict(mod.args),
                   {k: clone(v) for k, v in mod.children.items()}, dict(mod.attrs), mod.cls, dtype=mod.dtype)
+    copy.file = mod.file
     return copy
 
 
@@ -555,7 +558,8 @@ def activation(it: Interpreter, kind: str, x: Tensor, kwargs: dict[str, Any], ar
         return it.record(Tensor(x.shape, x.dtype), [x], [mask], extra_transient=0)
     dtype = x.dtype
     if kind in ("softmax", "log_softmax") and it.autocast:
-        dtype = "float32" if it.device == "cuda" else it.autocast
+        # CUDA autocast runs them in float32; CPU autocast has no policy for them: they keep the input's dtype
+        dtype = "float32" if it.device == "cuda" else x.dtype
         if dtype != x.dtype:
             x = Tensor(x.shape, dtype, requires_grad=x.requires_grad)  # the cast copy (not saved)
     if inplace and kind in SAVE_OUTPUT:
@@ -577,6 +581,10 @@ def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, A
     if kind == "cross_entropy":
         # autocast runs cross-entropy in float32 on both backends (measured: CPU log_softmax output is fp32)
         dtype = "float32" if it.autocast else pred.dtype
+        if dtype != pred.dtype:
+            # autocast casts the logits to float32 first (a copy, not saved); its backward
+            # converts the float32 gradient of log_softmax back to the logits' dtype
+            pred = it.record(Tensor(pred.shape, dtype), [pred], [])
         logp = Tensor(pred.shape, dtype)
         it.record(logp, [pred], [logp])
         pred = logp
@@ -593,9 +601,11 @@ def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, A
 
 def norm(it: Interpreter, kind: str, x: Tensor, params: list[Tensor], kwargs: dict[str, Any], mod: Module | None = None, n_groups: int = 1) -> Tensor:
     dtype = x.dtype
-    if it.autocast and x.dtype == "float32" and kind == "layer_norm" and it.device == "cpu":
-        dtype = it.autocast
-    elif it.autocast and kind in ("layer_norm", "group_norm", "batch_norm") and it.device == "cuda":
+    # CPU autocast has no policy for the norms: they run in the input's dtype (a float32 residual
+    # stream stays float32, and the next linear saves its own bf16 cast of the output). CUDA autocast
+    # runs layer_norm and group_norm in float32; batch_norm is on none of its lists (cuDNN takes the
+    # low-precision input with float32 weights), so it stays in the input's dtype there too.
+    if it.autocast and kind in ("layer_norm", "group_norm") and it.device == "cuda":
         dtype = "float32"
     xin = x if dtype == x.dtype else Tensor(x.shape, dtype, requires_grad=x.requires_grad)
     if kind == "batch_norm":
@@ -615,7 +625,9 @@ def norm(it: Interpreter, kind: str, x: Tensor, params: list[Tensor], kwargs: di
         rows = x.numel // max(n_norm, 1)
         stats = [Tensor((rows,), "float32"), Tensor((rows,), "float32")]
     out = Tensor(x.shape, dtype)
-    return it.record(out, [xin, *params], [xin, *stats], params=mod)
+    # CPU batch_norm backward allocates a temporary the size of its input next to grad_input
+    work = xin.nbytes if kind == "batch_norm" and it.device == "cpu" else 0
+    return it.record(out, [xin, *params], [xin, *stats], params=mod, backward_transient=work)
 
 
 def sdpa(it: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -927,7 +939,20 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         cout = a["out_channels"]
         xs, *ws = it.autocast_inputs([x, *weights[:1]])
         out = Tensor((*x.shape[:-d - 1], cout, *out_sp), xs.dtype if it.autocast else mod.dtype)
-        return it.record(out, [xs, *ws], [xs, *ws], params=mod)
+        fwd_extra = bwd_extra = 0
+        if it.device == "cpu" and cpu_conv_uses_onednn(xs, ks, ss, ds, a.get("groups", 1)):
+            # oneDNN (the CPU's default convolution) works on reordered copies: forward holds a copy of
+            # the input next to its own output before copying that out (out + max(in, out) live);
+            # backward reorders grad_output and the input again next to grad_input (in + out extra)
+            fwd_extra = max(xs.nbytes, out.nbytes)
+            bwd_extra = xs.nbytes + out.nbytes
+        elif it.device == "cuda":
+            # cuDNN's heuristically chosen algorithms (benchmark mode off) asked for a workspace of about
+            # in + out bytes in forward and again in backward, measured on an H200 (torch 2.11, cuDNN 9.19)
+            # for 1-D and 2-D convolutions in fp32 and bf16; an algorithm switch can ask for far more
+            # (140 MiB for one fp32 layer at batch 64), which no static rule predicts
+            fwd_extra = bwd_extra = xs.nbytes + out.nbytes
+        return it.record(out, [xs, *ws], [xs, *ws], params=mod, extra_transient=fwd_extra, backward_transient=bwd_extra)
     if kind.startswith("BatchNorm"):
         return norm(it, "batch_norm", x, weights, {}, mod)
     if kind == "LayerNorm":
@@ -983,10 +1008,38 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     return UNKNOWN
 
 
+def cpu_conv_uses_onednn(x: Tensor, ks: tuple[Any, ...], ss: tuple[Any, ...], ds: tuple[Any, ...], groups: Any) -> bool:
+    """Whether torch's CPU convolution takes the oneDNN (mkldnn) path rather than the native one.
+
+    torch 2.x (ConvParams::use_mkldnn): bf16/fp16 inputs go to oneDNN on CPUs with AVX-512 BF16/FP16
+    (assumed); fp32 goes to oneDNN unless the kernel is 1x1 with stride 1 and no dilation, the batch is
+    below 16 and torch runs single-threaded (the measurement's setting), or the problem is tiny
+    (batch 1, groups 1, kernel at most 3x3 and at most 20480 input elements)."""
+    if x.dtype in ("bfloat16", "float16"):
+        return True
+    if x.dtype != "float32":
+        return False
+    batch = x.shape[0] if len(x.shape) > len(ks) + 1 else 1
+    pointwise = all(k == 1 for k in ks) and all(s == 1 for s in ss) and all(dd == 1 for dd in ds)
+    if pointwise and batch < 16:
+        return False
+    return bool((isinstance(groups, int) and groups > 1) or all(isinstance(k, int) and k > 3 for k in ks) or batch > 1 or x.numel > 20480)
+
+
 # calibrated on torch 2.13's CPU autograd graph (see bench/vram): bytes saved per step, per layer
 # and direction, in units of batch*hidden elements
 # (LSTM: the oneDNN workspace of aten::lstm, 16.1 B*H per step; GRU: the composite cells, 7.5)
 RNN_SAVED_PER_STEP = {"LSTM": 16.1, "GRU": 7.5, "RNN": 2.0}
+# in bytes per batch*hidden per step, when the LSTM runs in bf16/fp16 (CPU autocast: oneDNN's
+# mkldnn_rnn_layer keeps part of its workspace in float32, so it is not half the float32 one;
+# measured on torch 2.13: 45.0 B against 64.4 B in float32)
+RNN_LOWP_BYTES_PER_STEP = {"LSTM": 45.0}
+# CUDA runs RNNs through cuDNN, whose "reserve space" is what autograd keeps for backward: measured on
+# an H200 (torch 2.11, bench/vram/cuda_results*.json) as 22.0 B (LSTM) and 24.0 B (GRU) per batch*hidden
+# per step, per layer and direction, in float32, and exactly half that under bf16 autocast. It holds
+# the intermediate layers' outputs too. (Vanilla RNN was not measured: it keeps the CPU figure.)
+CUDNN_RESERVE_BYTES_PER_STEP = {"LSTM": 22.0, "GRU": 24.0}
+CUDNN_RNN_WORKSPACE = 16 * 2**20
 
 
 def rnn(it: Interpreter, mod: Module, x: Tensor) -> Any:
@@ -1001,16 +1054,30 @@ def rnn(it: Interpreter, mod: Module, x: Tensor) -> Any:
     dirs = 2 if a.get("bidirectional") else 1
     layers = a["num_layers"]
     out_h = (proj or h) * dirs
-    itemsize = 2 if x.dtype in ("float16", "bfloat16") else 4
-    saved_bytes = int(RNN_SAVED_PER_STEP[mod.type] * b * h * itemsize * t_len * layers * dirs)
-    inner = Tensor((saved_bytes // itemsize,), x.dtype)
-    layer_outputs = [Tensor((t_len, b, out_h), x.dtype) for _ in range(layers - 1)]
-    out = Tensor((b, t_len, out_h) if batch_first else (t_len, b, out_h), x.dtype)
     weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
-    out = it.record(out, [x, *weights], [x, inner, *layer_outputs], params=mod)
-    hn = Tensor((layers * dirs, b, proj or h), x.dtype, requires_grad=out.requires_grad)
+    # under autocast the cells' matmuls run on casts of the input and the weights (saved), and the
+    # per-step tensors they save are in the autocast dtype; the composite cells (GRU, RNN) also save
+    # a cast of the hidden state each step
+    xs, *ws = it.autocast_inputs([x, *weights])
+    dtype = xs.dtype
+    itemsize = ITEMSIZE.get(dtype, 4)
+    per_step = (RNN_SAVED_PER_STEP[mod.type] + (1.0 if it.autocast and x.dtype == "float32" else 0.0)) * itemsize
+    if itemsize == 2 and mod.type in RNN_LOWP_BYTES_PER_STEP:
+        per_step = RNN_LOWP_BYTES_PER_STEP[mod.type]
+    cudnn = it.device == "cuda" and mod.type in CUDNN_RESERVE_BYTES_PER_STEP
+    if cudnn:
+        per_step = CUDNN_RESERVE_BYTES_PER_STEP[mod.type] * itemsize / 4
+    saved_bytes = int(per_step * b * h * t_len * layers * dirs)
+    inner = Tensor((saved_bytes // itemsize,), dtype)
+    layer_outputs = [] if cudnn else [Tensor((t_len, b, out_h), dtype) for _ in range(layers - 1)]
+    out = Tensor((b, t_len, out_h) if batch_first else (t_len, b, out_h), dtype)
+    # cuDNN's workspace is live while the forward and the backward kernels run (not saved): 16 to 20 MiB at
+    # small batches on the H200, growing with batch*steps in a way not modelled (up to 64 MiB at batch 128)
+    work = CUDNN_RNN_WORKSPACE if cudnn else 0
+    out = it.record(out, [xs, *ws], [xs, *ws, inner, *layer_outputs], params=mod, extra_transient=work, backward_transient=work)
+    hn = Tensor((layers * dirs, b, proj or h), dtype, requires_grad=out.requires_grad)
     if mod.type == "LSTM":
-        cn = Tensor((layers * dirs, b, h), x.dtype, requires_grad=out.requires_grad)
+        cn = Tensor((layers * dirs, b, h), dtype, requires_grad=out.requires_grad)
         return (out, (hn, cn))
     return (out, hn)
 
@@ -1031,6 +1098,8 @@ def mha(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[str, Any], n
     b = q.shape[0] if batch_first else q.shape[1]
     hd = e // h
     weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
+    if it.device == "cpu" and q is k and k is v and not need_weights:
+        return _mha_cpu_self_attention(it, mod, q, weights, b, l_q, e, h, batch_first)
     # input projection: one (3E) linear for self-attention
     xs, *ws = it.autocast_inputs([q, *weights[:1]])
     proj = it.record(Tensor((l_q, b, 3 * e) if q is k else (l_q, b, e), xs.dtype), [xs, *ws], [xs, *ws], params=mod)
@@ -1050,6 +1119,45 @@ def mha(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[str, Any], n
     ctx2 = it.record(Tensor((l_q * b, e), ctx.dtype if isinstance(ctx, Tensor) else proj.dtype), [ctx], [])
     out = it.call_module(mod.children["out_proj"], [ctx2], {}, None)
     out = out.view((b, l_q, e) if batch_first else (l_q, b, e)) if isinstance(out, Tensor) else out
+    return (out, None)
+
+
+def _mha_cpu_self_attention(it: Interpreter, mod: Module, x: Tensor, weights: list[Tensor], b: int, length: int, e: int, h: int,
+                            batch_first: bool) -> Any:
+    """nn.MultiheadAttention self-attention without attention weights, as torch runs it on the CPU
+    (F.multi_head_attention_forward, then the math path of scaled_dot_product_attention):
+    - batch_first: the input projection gets `query.transpose(0, 1)`, a non-contiguous 3-D tensor
+      that linear (through matmul) copies; the copy is what it saves;
+    - the (L, B, 3E) projection is made contiguous once; q, k and v are views of that buffer, so
+      saving v keeps the whole buffer;
+    - the math path scales copies of q and k (saved by their matmul), saves the softmax output,
+      the dropout mask and output, and v; bf16/fp16 q, k and v are cast to float32 first."""
+    hd = e // h
+    xs, *ws = it.autocast_inputs([x, *weights[:1]])
+    if batch_first:
+        xs = it.record(Tensor(xs.shape, xs.dtype), [xs], [])
+    proj = it.record(Tensor((length, b, 3 * e), xs.dtype), [xs, *ws], [xs, *ws], params=mod)
+    packed = it.record(Tensor((length, b, 3 * e), proj.dtype), [proj], [])
+    # the math path keeps q, k and v in float32 when they are bf16/fp16 (casts; v's cast is saved)
+    # and casts its output back
+    acc = "float32" if packed.dtype in ("bfloat16", "float16") else packed.dtype
+    qs = it.record(Tensor((b * h, length, hd), acc), [packed], [])
+    ks = it.record(Tensor((b * h, length, hd), acc), [packed], [])
+    scores = it.record(Tensor((b * h, length, length), acc), [qs, ks], [qs, ks])
+    probs = activation(it, "softmax", scores, {}, [])
+    p = mod.args.get("dropout", 0.0) or 0.0
+    if p:
+        probs = activation(it, "dropout", probs, {"p": p}, [])
+    if acc == packed.dtype:
+        v = packed.view((b * h, length, hd), contiguous=False)
+    else:
+        v = it.record(Tensor((b * h, length, hd), acc), [packed], [])
+    ctx = it.record(Tensor((b * h, length, hd), probs.dtype), [probs, v], [probs, v])
+    if ctx.dtype != packed.dtype:
+        ctx = it.record(Tensor(ctx.shape, packed.dtype), [ctx], [])
+    ctx2 = it.record(Tensor((length * b, e), ctx.dtype), [ctx], [])
+    out = it.call_module(mod.children["out_proj"], [ctx2], {}, None)
+    out = out.view((b, length, e) if batch_first else (length, b, e)) if isinstance(out, Tensor) else out
     return (out, None)
 
 

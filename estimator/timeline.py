@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch_preflight.estimator.interp import Recorder
+from torch_preflight.estimator.interp import Op, Recorder
 from torch_preflight.estimator.values import Optimizer
 
 
@@ -82,17 +82,21 @@ def simulate(
 
     if rec is not None and rec.ops:
         # forward: saved tensors accumulate; each op's unsaved output is live while the next op runs
+        # (its input); an op's extra workspace (transient beyond its output) only while it runs, and
+        # an output that some op saves is already counted with the activations
         saved_so_far: set[int] = set()
         act = 0
-        prev_transient = 0
+        prev: Op | None = None
         for op in rec.ops:
             for sid, b in op.saved:
                 if sid not in saved_so_far:
                     saved_so_far.add(sid)
                     act += rnd(b)
-            transient = rnd(op.transient)
-            consider(base + act + transient + prev_transient, "forward", best.gradients if grads_persist else 0, act, batch + transient + prev_transient)
-            prev_transient = transient
+            out = 0 if op.out_id in saved_so_far else rnd(op.out_bytes)
+            transient = out + rnd(op.transient) - rnd(op.out_bytes)
+            prev_out = 0 if prev is None or prev.out_id in saved_so_far else rnd(prev.out_bytes)
+            consider(base + act + transient + prev_out, "forward", best.gradients if grads_persist else 0, act, batch + transient + prev_out)
+            prev = op
         # backward: free each saved tensor after the earliest op that holds it has run backward
         last_holder: dict[int, int] = {}
         sizes: dict[int, int] = {}
@@ -113,13 +117,21 @@ def simulate(
                         seen_params.add(key)
                         new_grads += rnd(b)
             produced = rnd(op.in_grad_bytes)
+            casts = rnd(op.cast_grad_bytes)
             recompute = rnd(op.recompute)
-            total = base + live_act + g_alloc + new_grads + grad_in_flight + produced + recompute
-            consider(total, "backward", g_alloc + new_grads, live_act + recompute, batch + grad_in_flight + produced)
-            g_alloc += new_grads
+            work = rnd(op.backward_transient)
+            # autograd releases a node's saved tensors as soon as its backward has run; the grads of
+            # weights it used through autocast casts become .grad only after that (the cast's node)
+            late = new_grads if casts else 0
+            total = base + live_act + g_alloc + new_grads - late + grad_in_flight + produced + casts + recompute + work
+            consider(total, "backward", g_alloc + new_grads - late, live_act + recompute, batch + grad_in_flight + produced + casts + work)
             for sid, _ in op.saved:
                 if last_holder.get(sid) == i and sid in sizes:
                     live_act -= sizes.pop(sid)
+            if late:
+                consider(base + live_act + g_alloc + new_grads + produced + casts, "backward", g_alloc + new_grads, live_act,
+                         batch + produced + casts)
+            g_alloc += new_grads
             grad_in_flight = produced
     # optimizer step: all grads live, plus the step's temporaries
     consider(params + state + batch + grads + opt_transient, "step", grads, 0, batch + opt_transient)

@@ -101,6 +101,7 @@ class Module:
     doubtful: bool = False  # built on a guess (an unknown branch) or from arguments it could not read
     literals: dict[str, ast.expr] = field(default_factory=dict)  # constructor arguments written as integer literals
     path: str = ""  # dotted name inside the model being checked
+    file: str = ""  # the file it is constructed in, when that is not the estimated file (line/col are in it)
 
     def own_param_count(self) -> int:
         return sum(math.prod(s) if s else 1 for n, s in self.params.items() if n not in self.tied)

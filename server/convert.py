@@ -168,7 +168,7 @@ def inlay_hints(reports: list[MemoryReport], source: SourceText, rng: Span, enco
     hints: list[types.InlayHint] = []
     seen: set[int] = set()
     for report in reports:
-        rows = [(layer.line, layer_label(layer)) for layer in report.layers]
+        rows = [(layer.line, layer_label(layer)) for layer in report.layers if layer.file is None]  # not built in another file
         rows.append((report.model_line, total_label(report)))
         for line, label in rows:
             if line in seen or not rng.start.line <= line <= rng.end.line or line >= len(source.line_starts):

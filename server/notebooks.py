@@ -335,7 +335,7 @@ class Notebooks:
         result = doc.analysis(config)
         class_lines = {c.span.start.line: c.name for c in result.model.classes.values()} if result.model is not None else {}
         for report in doc.memory(config, server.estimator):
-            layer = next((x for x in report.layers if x.line == pos.line), None)
+            layer = next((x for x in report.layers if x.line == pos.line and x.file is None), None)
             if layer is not None or pos.line == report.model_line or class_lines.get(pos.line) == report.model:
                 value = convert.hover_markdown(report, layer)
                 return True, types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))

@@ -230,7 +230,7 @@ class PreflightServer(LanguageServer):
         if result.model is not None:
             class_lines = {c.span.start.line: c.name for c in result.model.classes.values()}
         for report in self.reports(doc):
-            layer = next((x for x in report.layers if x.line == line), None)
+            layer = next((x for x in report.layers if x.line == line and x.file is None), None)
             if layer is not None or line == report.model_line or class_lines.get(line) == report.model:
                 return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=convert.hover_markdown(report, layer)))
         return None

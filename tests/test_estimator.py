@@ -289,3 +289,32 @@ def test_json_shape() -> None:
 def test_never_raises_on_odd_input(text: str) -> None:
     reports = estimate_source(text)
     assert all(isinstance(r, MemoryReport) for r in reports)
+
+
+def test_saved_activations_per_layer_are_one_steps_when_the_loop_calls_a_function() -> None:
+    # the epoch loop calls train_one_epoch, whose loop the interpreter runs more than once: the per-layer
+    # figures must stay those of one step (64x256 fp32 relu/dropout outputs), not add up over the passes
+    report = one("""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(784, 256)
+            self.dropout = nn.Dropout(0.2)
+            self.fc2 = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.fc2(self.dropout(F.relu(self.fc1(x))))
+
+    def train_one_epoch(model, optimizer):
+        for _ in range(8):
+            optimizer.zero_grad()
+            F.cross_entropy(model(torch.randn(64, 784)), torch.randint(0, 10, (64,))).backward()
+            optimizer.step()
+
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        train_one_epoch(model, optimizer)
+    """, device="cpu")
+    by_name = {lay.name: lay.activation_bytes for lay in report.layers}
+    assert by_name["dropout"] == by_name["fc2"] == 64 * 256 * 4

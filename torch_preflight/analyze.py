@@ -10,7 +10,7 @@ from torch_preflight.core.diagnostics import Diagnostic
 from torch_preflight.core.memory import MemoryReport, ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.parse import SyntaxProblem, parse
-from torch_preflight.core.project import Dependency, Project
+from torch_preflight.core.project import Dependency, Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.rules.base import Context, Rule
@@ -28,7 +28,7 @@ class Result:
     dependencies: tuple[Dependency, ...] = ()  # other files of the project the findings depend on
 
 
-def _memory(model: ModuleModel, config: Config, path: str) -> tuple[MemoryReport, ...]:
+def _memory(model: ModuleModel, config: Config, path: str, project: ProjectView | None = None) -> tuple[MemoryReport, ...]:
     """VRAM estimates for TPF401, only when a budget is configured and the rule is enabled."""
     if config.gpu_memory is None and config.gpu is None:
         return ()
@@ -37,7 +37,7 @@ def _memory(model: ModuleModel, config: Config, path: str) -> tuple[MemoryReport
     from torch_preflight.estimator import estimate, options_from_config
 
     try:
-        return tuple(estimate(model, model.tree, options_from_config(config)))
+        return tuple(estimate(model, model.tree, options_from_config(config), project=project))
     except Exception:  # the estimate is best effort: a failure means no TPF401, never a crash
         return ()
 
@@ -112,7 +112,7 @@ def check_model(
     """Run the enabled rules over a built model (the server builds it incrementally)."""
     source = model.source
     view = (project if project is not None else Project()).view()
-    ctx = Context(model, config, _memory(model, config, path), view, _shapes(model, config, path))
+    ctx = Context(model, config, _memory(model, config, path, view), view, _shapes(model, config, path))
     diagnostics: list[Diagnostic] = []
     for rule in runnable(enabled_rules(config, path), source.text):
         diagnostics.extend(rule.check(ctx))

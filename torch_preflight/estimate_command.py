@@ -138,7 +138,8 @@ def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], s
             size = lay.param_bytes + (lay.activation_bytes or 0)
             bar = "█" * round(12 * size / top)
             shape = "x".join(str(d) for d in lay.output_shape) if lay.output_shape else ""
-            table.add_row(lay.name, lay.type, where(lay.line), f"{lay.params:,}", format_bytes(lay.param_bytes),
+            line = f"{Path(lay.file).name}:{lay.line + 1}" if lay.file else where(lay.line)  # built in the user's other module
+            table.add_row(lay.name, lay.type, line, f"{lay.params:,}", format_bytes(lay.param_bytes),
                           format_bytes(lay.activation_bytes), shape, bar)
         console.print(table)
         console.print("[bold]Breakdown at the peak[/bold]")

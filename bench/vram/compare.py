@@ -39,6 +39,15 @@ def variants(text: str) -> list[tuple[str, dict[str, str]]]:
     ]
 
 
+def large_variants(text: str) -> list[tuple[str, dict[str, str]]]:
+    """Eight times the script's batch, fp32 Adam and bf16 AdamW: measured on a GPU only (cuda_truth.py --large)."""
+    batch = 8 * int(re.search(r"^BATCH = (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
+    return [
+        (f"b{batch}-adam-fp32", {"BATCH": str(batch), "OPT": '"adam"', "AUTOCAST": "False"}),
+        (f"b{batch}-adamw-bf16", {"BATCH": str(batch), "OPT": '"adamw"', "AUTOCAST": "True"}),
+    ]
+
+
 def cuda_variant(text: str) -> str:
     """The script as run on a GPU: its CPU autocast becomes CUDA autocast (cuda_truth.py sets the default device)."""
     return text.replace('torch.autocast("cpu"', 'torch.autocast("cuda"')

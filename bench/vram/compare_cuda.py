@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
-from compare import SCRIPTS, cuda_variant, variants, write_variant  # noqa: E402
+from compare import SCRIPTS, cuda_variant, large_variants, variants, write_variant  # noqa: E402
 
 
 def estimate_cuda(path: Path) -> int | None:
@@ -36,11 +36,15 @@ def main() -> int:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     results = json.loads(Path(args.results).read_text(encoding="utf-8"))
-    truth = {(c["script"], c["variant"]): c for c in results["cases"]}
+    large = Path(args.results).with_name("cuda_results_large.json")  # the 8x-batch variants, when measured
+    cases = results["cases"] + (json.loads(large.read_text(encoding="utf-8"))["cases"] if large.exists() else [])
+    truth = {(c["script"], c["variant"]): c for c in cases}
     rows, errors = [], []
     for name in SCRIPTS:
         text = cuda_variant((HERE / f"{name}.py").read_text(encoding="utf-8"))
-        for tag, values in variants(text):
+        for tag, values in variants(text) + large_variants(text):
+            if (name, tag) not in truth and (tag, values) in large_variants(text):
+                continue  # the 8x-batch variants are optional (cuda_truth.py --large)
             case = truth.get((name, tag), {})
             measured = case.get("steady_peak")
             est = estimate_cuda(write_variant(name, tag + "-cuda", text, values))

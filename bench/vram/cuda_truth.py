@@ -8,7 +8,7 @@ optimizer step (a global step post hook): the peak of the whole run, and the ste
 largest `max_memory_allocated()` of steps 2 and 3, once the optimizer state exists. That
 steady peak is what `estimate --device cuda` predicts.
 
-Usage (on the GPU machine): python3 bench/vram/cuda_truth.py --out results.json [--jobs 8] [--snapshots DIR]
+Usage (on the GPU machine): python3 bench/vram/cuda_truth.py --out results.json [--jobs 8] [--snapshots DIR] [--large]
           (one case):       python3 bench/vram/cuda_truth.py --case FILE [--snapshot FILE.pickle]
 Prints progress to stderr; writes one JSON object {torch, gpu, probes, cases: [...]}.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from compare import SCRIPTS, cuda_variant, variants, write_variant  # noqa: E402
+from compare import SCRIPTS, cuda_variant, large_variants, variants, write_variant  # noqa: E402
 
 
 def run_case(path: str, snapshot: str | None) -> dict[str, object]:
@@ -100,6 +100,7 @@ def main() -> int:
     parser.add_argument("--snapshots")
     parser.add_argument("--jobs", type=int, default=8)
     parser.add_argument("--only")
+    parser.add_argument("--large", action="store_true", help="the 8x-batch variants instead of the standard four")
     args = parser.parse_args()
     if args.case:
         print(json.dumps(run_case(args.case, args.snapshot)))
@@ -111,7 +112,7 @@ def main() -> int:
         if args.only and args.only != name:
             continue
         text = cuda_variant((HERE / f"{name}.py").read_text(encoding="utf-8"))
-        for tag, values in variants(text):
+        for tag, values in (large_variants(text) if args.large else variants(text)):
             cases.append((name, tag, write_variant(name, tag + "-cuda", text, values)))
     if args.snapshots:
         os.makedirs(args.snapshots, exist_ok=True)
