@@ -634,6 +634,20 @@ class DataFlow:
                 return node
         return None
 
+    def own_side(self, d: Def) -> str | None:
+        """The side a definition gives its value by itself, whatever it reads: a position
+        (or name) in a split's result, or a slice named after a side. `def_info` also
+        applies the latter only when nothing read has a side."""
+        if d.value is None or d.kind == "param":
+            return None
+        value = unwrap_iter(d.value) if d.kind == "for" else d.value
+        split = self.split_input(value, d.scope)
+        if split is not None:
+            if d.index is None:
+                return None
+            return side_of_name(d.name) or _position_side(split[1], d.index, d.arity or 0)
+        return side_of_name(d.name) if _is_partition(value) else None
+
     def split_sides(self) -> frozenset[str]:
         """The sides any value in the file is known to come from."""
         sides: set[str] = set()
@@ -665,6 +679,11 @@ def unwrap_iter(value: ast.expr) -> ast.expr:
     while isinstance(value, ast.Call) and value.args and tail(dotted(value.func)) in ("enumerate", "tqdm", "iter", "list", "trange"):
         value = value.args[0]
     return value
+
+
+def keyword_side(call: ast.Call) -> str | None:
+    """The side a dataset constructor's own arguments name: `train=False`, `split="val"`."""
+    return _keyword_side(call)
 
 
 def _keyword_side(call: ast.Call) -> str | None:
