@@ -140,14 +140,30 @@ class Index:
         return None
 
     def headers(self, node: ast.AST) -> list[int]:
-        """Lines of the enclosing loop / with / def headers (1-based, clean file)."""
+        """Lines of the enclosing loop / with / def headers (1-based, clean file), and of the loops
+        of this file that call the enclosing function: a missing per-epoch call (`set_epoch`,
+        `model.train()`) is reported at the epoch loop that calls `train_one_epoch(...)`."""
         out = []
         for a in self.ancestors(node):
             if isinstance(a, ast.For | ast.While | ast.AsyncFor | ast.With | ast.AsyncWith):
                 out.append(a.lineno)
             if isinstance(a, ast.FunctionDef | ast.AsyncFunctionDef):
                 out.append(a.lineno)
+                out.extend(self.loops_calling(a.name))
                 break
+        return out
+
+    def loops_calling(self, name: str) -> list[int]:
+        """Header lines of the loops whose body calls `name(...)` or `<obj>.name(...)`."""
+        out = []
+        for loop in ast.walk(self.tree):
+            if not isinstance(loop, ast.For | ast.While | ast.AsyncFor):
+                continue
+            for call in ast.walk(loop):
+                func = getattr(call, "func", None)
+                if isinstance(call, ast.Call) and (getattr(func, "id", None) == name or getattr(func, "attr", None) == name):
+                    out.append(loop.lineno)
+                    break
         return out
 
     def own_lines(self, stmt: ast.stmt) -> bool:

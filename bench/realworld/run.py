@@ -433,7 +433,7 @@ def recall_table(recall: dict) -> tuple[str, list[str], list[list[str]]]:
     rows.append(total)
     return ("Recall on injected bugs (a mutant is caught when a finding of the kind's codes, absent from the clean "
             "original, lies within ±2 lines of the mutated line; 'incl. headers' also accepts ±2 lines of the "
-            "enclosing loop/with/def headers)", headers, rows)
+            "enclosing loop/with/def headers and of the loops in the file that call the enclosing function)", headers, rows)
 
 
 def precision_table(prec: dict) -> tuple[str, list[str], list[list[str]]]:
