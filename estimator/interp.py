@@ -98,6 +98,7 @@ class Op:
     backward_transient: int = 0  # workspace its backward holds besides the incoming and produced grads
     cast_grad_bytes: int = 0  # grads of autocast weight casts it produces (converted to .grad after its backward)
     out_id: int = 0  # storage id of its output
+    in_grads: list[tuple[int, int]] = field(default_factory=list)  # (storage id, bytes) of the inputs it produces grads for
 
 
 @dataclass
@@ -1061,8 +1062,10 @@ class Interpreter:
         # what it saved; it does not flow on to the ops before this one
         casts = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param and getattr(t, "_owner", None) is not None)
         in_grad = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param) - casts
+        in_grads = [(t.storage.id if t.storage is not None else 0, t.nbytes) for t in tensors
+                    if t.requires_grad and not t.is_param and getattr(t, "_owner", None) is None]
         rec.ops.append(Op(layer_name, entries, out.nbytes, in_grad, grads, out.nbytes + extra_transient, recompute, backward_transient, casts,
-                          out.storage.id if out.storage is not None else 0))
+                          out.storage.id if out.storage is not None else 0, in_grads))
         return out
 
     def elementwise(self, inputs: list[Tensor], shape: tuple[int, ...], kind: str, saved: list[Tensor] | None = None) -> Tensor:

@@ -634,6 +634,13 @@ def sdpa(it: Interpreter, args: list[Any], kwargs: dict[str, Any]) -> Any:
     q, k, v = (args + [None] * 3)[:3]
     if not all(isinstance(t, Tensor) for t in (q, k, v)):
         return UNKNOWN
+    if it.device == "cuda" and kwargs.get("attn_mask") is None and (len(args) < 4 or args[3] is None):
+        # CUDA picks a fused kernel (flash attention for 16-bit, memory-efficient attention for fp32,
+        # dropout included): it saves q, k, v, its output and the float32 log-sum-exp per query row,
+        # never the L x S score matrix (measured on an H200: nn.TransformerEncoderLayer in bench/vram/vit.py)
+        out = Tensor((*q.shape[:-1], v.shape[-1]), q.dtype)
+        lse = Tensor(q.shape[:-1], "float32")
+        return it.record(out, [q, k, v], [q, k, v, out, lse])
     # math-equivalent accounting: attention scores are materialised on the CPU backward path
     scores = it.matmul(q, it.tensor_view(k, "transpose", -2, -1))
     if not isinstance(scores, Tensor):

@@ -107,9 +107,18 @@ def simulate(
         live_act = sum(sizes.values())
         g_alloc = grads if grads_persist else 0
         seen_params: set[int] = set()
-        grad_in_flight = rnd(rec.ops[-1].out_bytes)
+        # gradients waiting for their producer's backward, by the storage they are the gradient of: a
+        # tensor used twice (a residual or skip connection) gets its first gradient early and holds it
+        # until the producer runs. Gradients of tensors no recorded op produced flow to the next op.
+        producer = {op.out_id: i for i, op in enumerate(rec.ops) if op.out_id}
+        pending: dict[int, int] = {}
+        untracked = rnd(rec.ops[-1].out_bytes)
         for i in range(len(rec.ops) - 1, -1, -1):
             op = rec.ops[i]
+            incoming = pending.pop(op.out_id, None)
+            waiting = sum(pending.values())
+            grad_in_flight = (incoming if incoming is not None else untracked) + waiting
+            orphan = sum(rnd(b) for sid, b in op.in_grads if not (sid in producer and producer[sid] < i))
             new_grads = 0
             if not grads_persist:
                 for key, b in op.params:
@@ -132,7 +141,10 @@ def simulate(
                 consider(base + live_act + g_alloc + new_grads + produced + casts, "backward", g_alloc + new_grads, live_act,
                          batch + produced + casts)
             g_alloc += new_grads
-            grad_in_flight = produced
+            for sid, b in op.in_grads:
+                if sid in producer and producer[sid] < i and sid not in pending:
+                    pending[sid] = rnd(b)  # a second gradient for it is summed into this one
+            untracked = orphan if op.in_grads else produced
     # optimizer step: all grads live, plus the step's temporaries
     consider(params + state + batch + grads + opt_transient, "step", grads, 0, batch + opt_transient)
     return best

@@ -318,3 +318,24 @@ def test_saved_activations_per_layer_are_one_steps_when_the_loop_calls_a_functio
     """, device="cpu")
     by_name = {lay.name: lay.activation_bytes for lay in report.layers}
     assert by_name["dropout"] == by_name["fc2"] == 64 * 256 * 4
+
+
+def test_a_gradient_used_twice_waits_for_its_producer() -> None:
+    from torch_preflight.estimator.interp import Op, Recorder
+
+    k8 = 8 * 1024
+
+    def peak(ops: list[Op]) -> int:
+        return simulate(Recorder(ops=ops), params=0, grads=0, state=0, opt_transient=0, batch=0, grads_persist=False, device="cpu").peak
+
+    # a = f(x); b = g(a); c = h(b); out = a + c. The add hands `a` a gradient at once; it waits while h and
+    # g run backward, and g (with an 8 x 8 KiB workspace) produces the second one
+    f = Op("f", [], k8, 0, [], out_id=1)
+    g = Op("g", [(1, k8)], k8, k8, [], backward_transient=8 * k8, out_id=2, in_grads=[(1, k8)])
+    h = Op("h", [(2, k8)], k8, k8, [], out_id=3, in_grads=[(2, k8)])
+    add = Op("add", [], k8, 2 * k8, [], out_id=4, in_grads=[(1, k8), (3, k8)])
+    # at g's backward: a (saved), the waiting gradient of a, b's gradient coming in, g's new gradient, the workspace
+    assert peak([f, g, h, add]) == (1 + 1 + 1 + 1 + 8) * k8
+    # without the skip: no waiting gradient
+    add_chain = Op("add", [], k8, k8, [], out_id=4, in_grads=[(3, k8)])
+    assert peak([f, g, h, add_chain]) == (1 + 1 + 1 + 8) * k8

@@ -68,3 +68,35 @@ def test_batch_norm_keeps_the_input_dtype_under_cuda_autocast() -> None:
     bn = {lay.name: lay for lay in one(src, device="cuda").layers}["1"]
     # BatchNorm saves its bf16 input (the conv's output) plus two float32 stats of 16 channels each
     assert bn.activation_bytes == 4 * 16 * 32 * 32 * 2 + 2 * 16 * 4
+
+
+def test_sdpa_on_cuda_saves_no_score_matrix() -> None:
+    src = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(64, 192)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return F.scaled_dot_product_attention(q, k, v)
+
+    model = Attn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(4, 128, 64)
+        optimizer.zero_grad()
+        model(x).float().pow(2).mean().backward()
+        optimizer.step()
+    """
+    layers = {lay.name: lay.activation_bytes for lay in one(src, device="cuda").layers}
+    cpu = {lay.name: lay.activation_bytes for lay in one(src, device="cpu").layers}
+    qkv, out, lse = 4 * 128 * 192 * 4, 4 * 128 * 64 * 4, 4 * 128 * 4
+    # the fused kernel keeps q, k, v (views of the projection), its output and the log-sum-exp; the CPU's
+    # math path also keeps the 128 x 128 attention probabilities
+    assert layers["(model)"] == qkv + out + lse
+    assert cpu["(model)"] >= qkv + 4 * 128 * 128 * 4
