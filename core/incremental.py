@@ -75,17 +75,20 @@ class IncrementalBuilder:
         self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
         self._flow_parts: dict[int, tuple[ast.stmt, object]] = {}  # DataFlow index per top-level statement node
 
-    def build(self, source: SourceText, chunks: list[Chunk], path: str) -> ModuleModel | None:
+    def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel | None:
+        """`tree`, when given, is `ast.parse` of this very text: its top-level statements are
+        split by chunk instead of parsing each new chunk again (the same nodes either way)."""
         text = source.text.replace("\x00", " ")
         starts = source.line_starts
         parsed: list[tuple[int, str, _Parsed]] = []
         new_parsed: dict[tuple[int, str], _Parsed | None] = {}
-        for start, end in chunks:
+        given = _split_tree(tree, chunks) if tree is not None else None
+        for index, (start, end) in enumerate(chunks):
             code = text[starts[start] : starts[end] if end < len(starts) else len(text)]
             key = (start, code)
             entry = self._parsed.get(key, False)
             if entry is False:
-                entry = _parse_chunk(start, code)
+                entry = _Parsed(given[index], _import_nodes(given[index])) if given is not None else _parse_chunk(start, code)
             new_parsed[key] = entry  # type: ignore[assignment]
             if entry is None:
                 self._parsed = new_parsed
@@ -162,6 +165,22 @@ class IncrementalBuilder:
         return self._with_flow_parts(
             ModuleModel(source, path, imports, functions, classes, loops, ast.Module(body=body, type_ignores=[]))
         )
+
+
+def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] | None:
+    """The top-level statements of `tree` grouped by the chunk their first line (decorators
+    included) falls in; None when a statement crosses a chunk's end (the chunks are not this
+    tree's statements). A chunk of comments only gets no statement, as its own parse would."""
+    groups: list[list[ast.stmt]] = [[] for _ in chunks]
+    index = 0
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1
+        while index < len(chunks) and first >= chunks[index][1]:
+            index += 1
+        if index == len(chunks) or first < chunks[index][0] or (stmt.end_lineno or stmt.lineno) > chunks[index][1]:
+            return None
+        groups[index].append(stmt)
+    return groups
 
 
 def _parse_chunk(start: int, code: str) -> _Parsed | None:

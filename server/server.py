@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -102,6 +103,8 @@ class PreflightServer(LanguageServer):
         result = doc.analysis(self.config_for(doc))
         items = [convert.to_lsp_diagnostic(d, result.source, doc.uri, self.encoding) for d in result.diagnostics]
         items += [convert.syntax_diagnostic(e.message, e.position, result.source, self.encoding) for e in result.syntax_errors[:1]]
+        if not doc.primed:  # after this reply or publication, not before it
+            asyncio.get_running_loop().call_soon(self._settle, doc)
         return items
 
     def schedule(self, doc: Document) -> None:
@@ -126,6 +129,15 @@ class PreflightServer(LanguageServer):
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
         if self.pending.get(uri) is asyncio.current_task():
             del self.pending[uri]
+
+    def _settle(self, doc: Document) -> None:
+        """After a document's first diagnostics: give parso the text for the diff parser, and
+        move what the first analysis keeps (the per-statement caches, parso's tree) out of
+        the collector's reach, so later collections scan only what the edits allocate."""
+        if self.docs.get(doc.uri) is not doc:
+            return
+        doc.prime()
+        gc.freeze()
 
     def refresh_all(self) -> None:
         for doc in self.docs.values():
@@ -295,6 +307,7 @@ def create_server() -> PreflightServer:
             task.cancel()
         if doc is not None:
             doc.close()
+            gc.unfreeze()  # what _settle froze becomes collectable again (the closed document's caches)
         if not ls.pull:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 

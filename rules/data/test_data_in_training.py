@@ -267,22 +267,24 @@ def _validation_split(flow: DataFlow) -> Def | None:
     `split="val"`, or a loader or dataset named val/valid/dev that is not built from the
     test data. A validation *metric* (`val_loss`) is no split."""
     for d in sorted(flow.all_defs(), key=lambda d: d.at):
-        if d.kind not in ("assign", "with") or d.stmt is None or d.value is None or TEST in flow.def_info(d).sides:
+        if d.kind not in ("assign", "with") or d.stmt is None or d.value is None:
             continue
         value, last = d.value, tail(d.name)
         named = bool(_VAL_NAME.search(last)) and not _NOT_DATA.match(last)
         if flow.split_input(value, d.scope) is not None:
-            if d.index is not None and flow.own_side(d) == VAL and (named or side_of_name(d.name) is None):
-                return d
-            continue
-        if isinstance(value, ast.Call) and (
+            found = d.index is not None and flow.own_side(d) == VAL and (named or side_of_name(d.name) is None)
+        elif isinstance(value, ast.Call) and (
             keyword_side(value) == VAL or (named and (_DATA_NAME.search(last) or _DATA_CTOR.search(tail(dotted(value.func)))))
         ):
+            found = True
+        elif named and isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and value.slice.value in ("val", "valid", "validation", "dev"):
+            found = True
+        else:  # a named part of a split, through a Subset or a slice
+            found = named and d.index is None and bool(_DATA_NAME.search(last)) and VAL in flow.def_info(d).sides
+        # Built from the test data: no validation split. Asked last, since it needs the
+        # definition's whole provenance (the costliest question, for every definition).
+        if found and TEST not in flow.def_info(d).sides:
             return d
-        if named and isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Constant) and value.slice.value in ("val", "valid", "validation", "dev"):
-            return d
-        if named and d.index is None and _DATA_NAME.search(last) and VAL in flow.def_info(d).sides:
-            return d  # a named part of a split, through a Subset or a slice
     return None
 
 

@@ -245,5 +245,17 @@ def _fix(ctx: Context, loop: Loop) -> Fix | None:
     if no_grad is None or loop.body.start.line <= loop.header.end.line:
         return None
     unit = indent_unit(loop.indent, loop.body_indent)
-    edits = wrap_block(ctx.source, loop.span.start.line, loop.span.end.line, loop.indent, unit, f"with {no_grad}():")
-    return Fix(f"Wrap the loop in `with {no_grad}():`", tuple(edits), Applicability.SAFE)
+    start, end = loop.span.start.line, loop.span.end.line
+    # The edits depend only on these lines and where they are: the language server asks
+    # again for every unchanged loop after each keystroke, and wrap_block tokenizes.
+    key = (start, end, loop.indent, unit, no_grad, ctx.source.newline, tuple(ctx.source.lines[start : end + 1]))
+    fix = _FIXES.get(key)
+    if fix is None:
+        if len(_FIXES) >= 4096:
+            _FIXES.clear()
+        edits = wrap_block(ctx.source, start, end, loop.indent, unit, f"with {no_grad}():")
+        fix = _FIXES[key] = Fix(f"Wrap the loop in `with {no_grad}():`", tuple(edits), Applicability.SAFE)
+    return fix
+
+
+_FIXES: dict[tuple[object, ...], Fix] = {}

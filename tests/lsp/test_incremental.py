@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from torch_preflight.core.config import Config
-from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
+from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines
 from torch_preflight.core.parse import parse
 from torch_preflight.core.semantic import build
 from torch_preflight.core.source import SourceText
@@ -62,12 +62,14 @@ def diagnostics(result):  # type: ignore[no-untyped-def]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(edit, min_size=1, max_size=8))
-def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]]) -> None:
+@given(st.lists(edit, min_size=1, max_size=8), st.booleans())
+def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]], primed: bool) -> None:
     doc = Document("file:///tmp/prop/t.py", BASE, 0)
     expected = BASE
     config = Config()
     doc.analysis(config)
+    if primed:  # as the server does after the first publish: later versions take parso's diff parser
+        doc.prime()
     for version, (a, b, new) in enumerate(edits, start=1):
         start, end = sorted((int(a * len(expected)), int(b * len(expected))))
         if end - start > 40:
@@ -113,6 +115,8 @@ def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str
 def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     doc = Document("file:///tmp/prop/u.py", BASE, 0)
     doc.analysis(Config())
+    assert not doc.primed  # the first analysis found the statements with ast, without parso
+    doc.prime()
     offset = BASE.index("print(model(x))")
     pos = to_utf16(BASE, offset)
     doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="y = 1; ")], 1, convert.UTF16)
@@ -120,6 +124,22 @@ def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
     assert doc.builder.reused >= 4
     doc.close()
+
+
+def test_first_build_splits_the_whole_tree_like_per_statement_parses() -> None:
+    """The first analysis hands the builder `ast.parse` of the whole text; the pieces must be
+    those of parsing each chunk on its own (and a chunk that is no tree's statement refuses it)."""
+    source = SourceText(BASE)
+    tree = ast.parse(BASE)
+    starts = [min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in tree.body]
+    chunks = chunk_lines(source, starts)
+    split = IncrementalBuilder().build(source, chunks, "t.py", tree)
+    parsed = IncrementalBuilder().build(source, chunks, "t.py")
+    assert split is not None and parsed is not None
+    assert split.functions == parsed.functions and split.classes == parsed.classes and split.loops == parsed.loops
+    assert ast.dump(split.tree, include_attributes=True) == ast.dump(parsed.tree, include_attributes=True)
+    inside = chunks[2][0] + 2  # a line inside the decorated class
+    assert _split_tree(tree, [(0, inside), (inside, len(source.line_starts))]) is None
 
 
 # A module of many small top-level statements, so that an edit leaves most of them clean and
@@ -197,12 +217,14 @@ scoped_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_f
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]))
-def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
+@given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]), st.booleans())
+def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...], primed: bool) -> None:
     doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
     expected = SCOPED_BASE
     config = Config(select=select)
     doc.analysis(config)
+    if primed:
+        doc.prime()
     for version, (a, b, new) in enumerate(edits, start=1):
         start, end = sorted((int(a * len(expected)), int(b * len(expected))))
         end = min(end, start + 30)
