@@ -26,6 +26,9 @@ MAX_MODULE_BYTES = 2_000_000
 MAX_PARENT_LEVELS = 3
 
 
+OVERRIDE = -1  # Dependency.mtime_ns of an editor buffer (its size field holds the text's hash)
+
+
 @dataclass(frozen=True)
 class Dependency:
     path: str
@@ -50,6 +53,13 @@ class Project:
 
     def view(self) -> ProjectView:
         return ProjectView(self)
+
+    def unchanged(self, dep: Dependency) -> bool:
+        """Whether what an analysis read is still there: an editor buffer by its text, a file by its stat."""
+        text = self.overrides.get(dep.path)
+        if text is not None:
+            return dep.mtime_ns == OVERRIDE and dep.size == hash(text)
+        return dep.mtime_ns != OVERRIDE and dep.unchanged()
 
     def resolve_class(self, importer: str, qualified: str, used: dict[str, Dependency]) -> tuple[ModuleModel, ClassInfo] | None:
         """The class `qualified` (`package.module.Class`) as seen from the file `importer`."""
@@ -141,8 +151,11 @@ class Project:
             if key not in self._models:
                 text = _read(path, st.st_size)
         else:
+            used[path] = Dependency(path, OVERRIDE, hash(text))
             key = (path, hash(text))
         if key not in self._models:
+            for stale in [k for k in self._models if k[0] == path]:
+                del self._models[stale]  # an older version of the same file (an editor buffer changes on every keystroke)
             model = None
             if text is not None:
                 source = SourceText(text)

@@ -20,6 +20,7 @@ from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.notebook import neutralize
+from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.source import SourceText
 
 from torch_preflight.analyze import Result, analyze
@@ -66,6 +67,8 @@ class Document:
     reports_key: tuple[Any, ...] | None = None
     full_analyses: int = 0
     primed: bool = False  # parso's diff cache holds a module of this document
+    project: Project | None = None  # the server's: the user's other modules, open buffers over files on disk
+    memory_dependencies: tuple[Dependency, ...] = ()  # the other files the last memory reports read
 
     def __post_init__(self) -> None:
         self.path = uri_to_path(self.uri)
@@ -97,8 +100,8 @@ class Document:
     def analysis(self, config: Config) -> Result:
         """The analysis of the current text, reusing every unchanged top-level statement."""
         key = (self.version, self.text, config)
-        if self.result is not None and self.result_key == key and all(d.unchanged() for d in self.result.dependencies):
-            return self.result  # same text, and the other project files it read are unchanged on disk
+        if self.result is not None and self.result_key == key and all(self.unchanged(d) for d in self.result.dependencies):
+            return self.result  # same text, and the other project files it read are unchanged
         old, self.result = self.result, self._analyze(config)
         self.result_key = key
         if old is not None and old.model is not None and old.model is not self.result.model:
@@ -107,6 +110,18 @@ class Document:
             # of every tracked object (the garbage collector's pauses were the latency's tail).
             old.model.__dict__.pop("_tpf_dataflow", None)
         return self.result
+
+    def unchanged(self, dep: Dependency) -> bool:
+        return self.project.unchanged(dep) if self.project is not None else dep.unchanged()
+
+    def depends_on(self, path: str) -> bool:
+        """Whether the last analysis or memory report of this document read the file `path`."""
+        deps = (*(self.result.dependencies if self.result is not None else ()), *self.memory_dependencies)
+        return any(d.path == path for d in deps)
+
+    def forget(self) -> None:
+        """Drop the cached results (a file they read changed); the next request recomputes them."""
+        self.result_key = self.reports_key = None
 
     def prime(self) -> None:
         """Parse the current text with parso so that later versions take the diff parser.
@@ -147,12 +162,12 @@ class Document:
             model = None
         if model is None:
             self.full_analyses += 1
-            return analyze(self.text, self.path, config)
-        return self.scoped.check(self.builder, model, config, self.path)
+            return analyze(self.text, self.path, config, project=self.project)
+        return self.scoped.check(self.builder, model, config, self.path, self.project)
 
     def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
         key = (self.version, self.text, config)
-        if self.reports is not None and self.reports_key == key:
+        if self.reports is not None and self.reports_key == key and all(self.unchanged(d) for d in self.memory_dependencies):
             return self.reports
         reports: list[MemoryReport] = []
         if estimator is not None:
@@ -160,11 +175,13 @@ class Document:
             # estimator a second parse and build of the whole module.
             analysed = self.result if self.result_key is not None and self.result_key[:2] == (self.version, self.text) else None
             model = analysed.model if analysed is not None and not self.is_cell else None
+            view = self.project.view() if self.project is not None and not self.is_cell else None
             try:
                 text = self.cell_module[0] if self.is_cell else self.text
-                reports = list(estimator(text, self.path, config, model=model))
+                reports = list(estimator(text, self.path, config, model=model, project=view))
             except Exception:
                 log.exception("estimator failed for %s", self.uri)
+            self.memory_dependencies = tuple(view.used.values()) if view is not None else ()
         self.reports, self.reports_key = reports, key
         return reports
 

@@ -16,6 +16,7 @@ from torch_preflight.core.diagnostics import Applicability, Diagnostic, apply_fi
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.noqa import suppress_edit
 from torch_preflight.core.notebook import touches_neutral
+from torch_preflight.core.project import Project
 from torch_preflight.core.source import Span
 from torch_preflight.estimator import estimate_source
 
@@ -42,6 +43,7 @@ class PreflightServer(LanguageServer):
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.pull = False
         self.estimator: Callable[..., list[MemoryReport]] | None = estimate_source  # tests swap in a fake
+        self.project = Project()  # the user's other modules, shared by all documents; open buffers override the disk
 
     # --- capabilities -------------------------------------------------------------
     def _caps(self) -> types.ClientCapabilities:
@@ -138,6 +140,26 @@ class PreflightServer(LanguageServer):
             return
         doc.prime()
         gc.freeze()
+
+    def buffer_changed(self, doc: Document, text: str | None) -> None:
+        """A Python document was opened, edited or closed: its buffer (or, once closed, the file on
+        disk) is what the other open documents see of it; re-check those that read it, for a model
+        class or a training helper they import, and refresh their inlay hints."""
+        if doc.is_cell or not doc.path.endswith(".py"):
+            return
+        if text is None:
+            self.project.overrides.pop(doc.path, None)
+        else:
+            self.project.overrides[doc.path] = text
+        dependents = [d for d in self.docs.values() if d is not doc and d.depends_on(doc.path)]
+        for other in dependents:
+            other.forget()
+            self.schedule(other)
+        if dependents:
+            if self.pull and self.supports_refresh("diagnostics"):
+                self.workspace_diagnostic_refresh(None)
+            if self.supports_refresh("inlay_hint"):
+                self.workspace_inlay_hint_refresh(None)
 
     def refresh_all(self) -> None:
         for doc in self.docs.values():
@@ -287,7 +309,8 @@ def create_server() -> PreflightServer:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: PreflightServer, params: types.DidOpenTextDocumentParams) -> None:
         td = params.text_document
-        ls.docs[td.uri] = doc = Document(td.uri, td.text, td.version)
+        ls.docs[td.uri] = doc = Document(td.uri, td.text, td.version, project=ls.project)
+        ls.buffer_changed(doc, doc.text)
         ls.schedule(doc)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -296,6 +319,7 @@ def create_server() -> PreflightServer:
         if doc is None:
             return
         doc.update(list(params.content_changes), params.text_document.version, ls.encoding)
+        ls.buffer_changed(doc, doc.text)
         ls.schedule(doc)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -307,6 +331,7 @@ def create_server() -> PreflightServer:
             task.cancel()
         if doc is not None:
             doc.close()
+            ls.buffer_changed(doc, None)
             gc.unfreeze()  # what _settle froze becomes collectable again (the closed document's caches)
         if not ls.pull:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

@@ -127,7 +127,7 @@ class ScopedChecker:
         self._shapes: tuple[tuple[object, ...], tuple[ShapeMismatch, ...]] | None = None  # TPF501's facts, by _shape_key
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
 
-    def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str) -> Result:
+    def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str, project: Project | None = None) -> Result:
         source = model.source
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
@@ -139,7 +139,7 @@ class ScopedChecker:
             units.append(old if old is not None and old.text == code else _unit(code, body))
         starts = [chunk[0] for chunk, _, _ in builder.units]
         key = (config, tuple(sorted(model.imports.aliases.items())), tuple(r.code for r in local))
-        view = Project().view()
+        view = (project if project is not None else Project()).view()
         lines = len(source.line_starts)
         diff = _diff(previous, units, starts, lines) if previous is not None and previous.key == key else None
         dirty = _dirty(previous, units, diff) if previous is not None and diff is not None else None

@@ -11,7 +11,7 @@ from torch_preflight.server import server as server_module
 LINEAR = re.compile(r"self\.(\w+) = nn\.Linear\((\d+), (\d+)\)")
 
 
-def fake_estimate(text: str, path: str, config: object, model: object = None) -> list[MemoryReport]:
+def fake_estimate(text: str, path: str, config: object, model: object = None, project: object = None) -> list[MemoryReport]:
     layers = []
     model_line = -1
     for number, line in enumerate(text.splitlines()):

@@ -314,3 +314,52 @@ async def test_malformed_requests_keep_serving(client: LanguageClient) -> None:
     assert found  # still serving (a syntax error now, at the end)
     hints = await client.text_document_inlay_hint_async(types.InlayHintParams(types.TextDocumentIdentifier(URI), far))
     assert not hints
+
+
+HELPERS = """def train_step(model, optimizer, batch):
+    optimizer.zero_grad()
+    loss = model(batch).sum()
+    loss.backward()
+    optimizer.step()
+"""
+MAIN = """import torch
+import torch.nn as nn
+
+from helpers import train_step
+
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in torch.randn(10, 8, 4):
+    train_step(model, optimizer, batch)
+"""
+
+
+async def codes_when(client: LanguageClient, uri: str, want: list[str]) -> list[str]:
+    got: list[str] = []
+    for _ in range(250):
+        await asyncio.sleep(0.02)
+        got = sorted(str(d.code) for d in client.diagnostics.get(uri) or [])
+        if got == want:
+            break
+    return got
+
+
+@pytest.mark.asyncio
+async def test_an_edit_to_an_imported_helper_rechecks_its_importer(client: LanguageClient, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "helpers.py").write_text(HELPERS, encoding="utf-8")
+    (tmp_path / "train.py").write_text(MAIN, encoding="utf-8")
+    main_uri, helper_uri = (tmp_path / "train.py").as_uri(), (tmp_path / "helpers.py").as_uri()
+    await client.initialize_session(types.InitializeParams(capabilities=caps(), initialization_options={"debounce": 0}))
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(main_uri, "python", 1, MAIN)))
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(helper_uri, "python", 1, HELPERS)))
+    assert await codes_when(client, main_uri, []) == []  # the helper clears the gradients
+    # delete zero_grad in the (unsaved) helper buffer: the importer is re-checked without being touched
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(version=2, uri=helper_uri),
+        [types.TextDocumentContentChangePartial(types.Range(types.Position(1, 0), types.Position(2, 0)), "")],
+    ))
+    assert await codes_when(client, main_uri, ["TPF001"]) == ["TPF001"]
+    # closing the buffer unsaved: the file on disk (with zero_grad) is what counts again
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(helper_uri)))
+    assert await codes_when(client, main_uri, []) == []
