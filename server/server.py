@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import gc
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ from torch_preflight.estimator import estimate_source
 from torch_preflight import __version__
 
 from . import convert
-from .documents import Document
+from .documents import Document, uri_to_path
 from .notebooks import NOTEBOOK_SYNC, Notebooks
 from .settings import SETTINGS_SECTION, Settings, parse_settings
 
@@ -44,6 +45,7 @@ class PreflightServer(LanguageServer):
         self.pull = False
         self.estimator: Callable[..., list[MemoryReport]] | None = estimate_source  # tests swap in a fake
         self.project = Project()  # the user's other modules, shared by all documents; open buffers override the disk
+        self.folder_settings: dict[str, Settings] = {}  # workspace folder path -> its settings (multi-root)
 
     # --- capabilities -------------------------------------------------------------
     def _caps(self) -> types.ClientCapabilities:
@@ -77,24 +79,46 @@ class PreflightServer(LanguageServer):
         for problem in problems:
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=problem))
 
+    def settings_for(self, path: str) -> Settings:
+        """The settings of the innermost workspace folder holding `path` (multi-root), else the global ones."""
+        inner = max((folder for folder in self.folder_settings if path.startswith(folder + os.sep)), key=len, default=None)
+        return self.folder_settings[inner] if inner is not None else self.settings
+
     def config_for(self, doc: Document) -> Config:
-        config, problems = self.settings.config_for(doc.path)
+        config, problems = self.settings_for(doc.path).config_for(doc.path)
         for problem in problems:
             log.warning(problem)
         return config
 
-    async def fetch_configuration(self) -> None:
+    def _folders(self) -> list[str]:
         try:
-            reply = await asyncio.wait_for(
-                self.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section=SETTINGS_SECTION)])),
-                CONFIG_TIMEOUT_S,
-            )
+            return [folder.uri for folder in self.workspace.folders.values()]
+        except Exception:  # no workspace yet
+            return []
+
+    async def fetch_configuration(self) -> None:
+        """The global settings, then those of each workspace folder (a multi-root workspace can set
+        a budget or a rule selection per folder; a client answers a scoped request with the folder's
+        effective settings)."""
+        folders = self._folders()
+        items = [types.ConfigurationItem(section=SETTINGS_SECTION)]
+        items += [types.ConfigurationItem(scope_uri=uri, section=SETTINGS_SECTION) for uri in folders]
+        try:
+            reply = await asyncio.wait_for(self.workspace_configuration_async(types.ConfigurationParams(items=items)), CONFIG_TIMEOUT_S)
+            reply = list(reply or [])
             raw = reply[0] if reply else None
             if raw is None:
                 self.settings = self.init_settings
             else:
-                merged = dict(raw) if isinstance(raw, dict) else raw
-                self.apply_settings(merged)
+                self.apply_settings(dict(raw) if isinstance(raw, dict) else raw)
+            per_folder: dict[str, Settings] = {}
+            for uri, scoped in zip(folders, reply[1:], strict=False):
+                if isinstance(scoped, dict) and scoped != raw:
+                    settings, problems = parse_settings(scoped)
+                    per_folder[uri_to_path(uri).rstrip(os.sep)] = settings
+                    for problem in problems:
+                        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=problem))
+            self.folder_settings = per_folder
         except Exception:  # a client that never answers must not block diagnostics
             log.exception("workspace/configuration failed")
         finally:
@@ -118,7 +142,8 @@ class PreflightServer(LanguageServer):
         self.pending[doc.uri] = asyncio.ensure_future(self._publish_later(doc.uri, doc.version))
 
     async def _publish_later(self, uri: str, version: int | None) -> None:
-        delay = self.settings.debounce_ms / 1000
+        doc = self.docs.get(uri)
+        delay = self.settings_for(doc.path).debounce_ms / 1000 if doc is not None else 0
         if delay:
             await asyncio.sleep(delay)
         if not self.config_ready.is_set():
@@ -306,6 +331,12 @@ def create_server() -> PreflightServer:
             await ls.fetch_configuration()
         ls.refresh_all()
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def did_change_workspace_folders(ls: PreflightServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        if ls.supports_configuration():
+            await ls.fetch_configuration()  # the folders' own settings
+            ls.refresh_all()
+
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: PreflightServer, params: types.DidOpenTextDocumentParams) -> None:
         td = params.text_document
@@ -351,7 +382,7 @@ def create_server() -> PreflightServer:
     async def inlay_hint(ls: PreflightServer, params: types.InlayHintParams) -> list[types.InlayHint]:
         await asyncio.wait_for(ls.config_ready.wait(), CONFIG_TIMEOUT_S)
         doc = ls.docs.get(params.text_document.uri)
-        if not ls.settings.inlay_hints:
+        if not (ls.settings_for(doc.path) if doc is not None else ls.settings).inlay_hints:
             return []
         if doc is None:
             return ls.notebooks.inlay_hints(params) or []

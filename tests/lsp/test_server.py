@@ -363,3 +363,19 @@ async def test_an_edit_to_an_imported_helper_rechecks_its_importer(client: Langu
     # closing the buffer unsaved: the file on disk (with zero_grad) is what counts again
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(helper_uri)))
     assert await codes_when(client, main_uri, []) == []
+
+
+@pytest.mark.asyncio
+async def test_each_workspace_folder_has_its_own_settings(client: LanguageClient, tmp_path: Path) -> None:
+    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
+    for folder in (folder_a, folder_b):
+        folder.mkdir()
+        (folder / "train.py").write_text(TRAIN, encoding="utf-8")
+    client.set_configuration({"debounce": 0, "ignore": ["TPF001"]}, section="torchPreflight", scope_uri=folder_b.as_uri())
+    folders = [types.WorkspaceFolder(folder_a.as_uri(), "a"), types.WorkspaceFolder(folder_b.as_uri(), "b")]
+    await client.initialize_session(types.InitializeParams(capabilities=caps(), workspace_folders=folders, initialization_options={"debounce": 0}))
+    uri_a, uri_b = (folder_a / "train.py").as_uri(), (folder_b / "train.py").as_uri()
+    for uri in (uri_a, uri_b):
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, TRAIN)))
+    assert await codes_when(client, uri_a, ["TPF001", "TPF007"]) == ["TPF001", "TPF007"]
+    assert await codes_when(client, uri_b, ["TPF007"]) == ["TPF007"]  # folder b ignores TPF001
