@@ -734,12 +734,7 @@ class _Builder:
             contexts=tuple(self.contexts),
             body_indent=self.source.indentation(first_line) if self.source.line(first_line)[: len(self.source.indentation(first_line))].strip() == "" and first_line != span.start.line else self.source.indentation(span.start.line) + "    ",
             indent=self.source.indentation(span.start.line),
-            has_multiline_strings=any(
-                isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)) and n.end_lineno != n.lineno
-                for n in ast.walk(node)
-                if isinstance(n, (ast.Constant, ast.JoinedStr))
-            )
-            or any(isinstance(n, ast.JoinedStr) and n.end_lineno != n.lineno for n in ast.walk(node)),
+            has_multiline_strings=_has_multiline_strings(node),
         )
         if isinstance(node, (ast.For, ast.AsyncFor)):
             self.stmt = self.span(node.target)
@@ -866,6 +861,15 @@ class _Builder:
 
 def _torch_nn_class(name: str) -> bool:
     return name.startswith("torch.nn.") and tail(name)[:1].isupper() and not name.startswith("torch.nn.functional")
+
+
+def _has_multiline_strings(node: ast.AST) -> bool:
+    """A string or f-string spanning lines inside `node` (re-indenting the block would change it)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes))):
+            if n.end_lineno != n.lineno:
+                return True
+    return False
 
 
 def _has_modulo(node: ast.AST) -> bool:
