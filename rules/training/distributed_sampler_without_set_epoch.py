@@ -10,7 +10,12 @@ nothing warns.
 
 Samplers created with `shuffle=False` (validation), loaders that are iterated once, and
 files that call `set_epoch` anywhere (often inside `train_one_epoch`), or whose loops call a
-function of another project module that does, are not flagged.
+function of another project module that does, are not flagged. Ray Train's
+`prepare_data_loader` counts as a shuffling DistributedSampler only for a loader built with
+`shuffle=True` (it gives the others a non-shuffling one).
+
+The finding is placed where the call belongs: the epoch loop, or the signature of a
+per-epoch function that receives the sampler as a parameter.
 
 ## Example
 ```python
@@ -40,10 +45,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -147,22 +154,36 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
             continue
         names = [n for n in (*loop.iter.names, loop.iter.base or "") if n]
         loader = next((n for n in names if _LOADER_SPELLING.search(tail(n)) or _LOADER_SPELLING.search(n)), None)
-        if loader is None or not _once_per_epoch(ctx, loop, evidence):
+        if loader is None or not _once_per_epoch(ctx, loop):
             continue
-        yield report(
-            META,
-            loop.header,
-            f"`{loop.iter.text}` is sharded by a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order",
-            related=[Related(evidence.span, "DistributedSampler")],
-            data={"loader": loop.iter.text},
-        )
+        message = f"`{loop.iter.text}` is sharded by a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order"
+        outer = _outermost(ctx, loop)
+        if outer is not loop:
+            # Where `set_epoch(epoch)` belongs: the top of the epoch loop (as for a tracked loader).
+            anchor, related = outer.header, [Related(loop.header, "loop over the loader"), Related(evidence.span, "DistributedSampler")]
+        elif evidence.parameter and evidence.function == loop.function:
+            # The per-epoch function receives the sampler: it is the one to call `sampler.set_epoch(epoch)`.
+            message = f"`{evidence.name}` is a DistributedSampler parameter but `{evidence.name}.set_epoch()` is never called: every epoch sees the same order"
+            anchor, related = evidence.span, [Related(loop.header, "loop over the loader")]
+        else:
+            anchor, related = loop.header, [Related(evidence.span, "DistributedSampler")]
+        yield report(META, anchor, message, related=related, data={"loader": loop.iter.text})
         return
 
 
-def _distributed_sampler_evidence(ctx: Context) -> Event | None:
+@dataclass(frozen=True)
+class _Evidence:
+    span: Span
+    function: str
+    parameter: bool = False  # a `sampler` parameter of the function that runs the training loop
+    name: str = ""
+
+
+def _distributed_sampler_evidence(ctx: Context) -> _Evidence | None:
     """A shuffling DistributedSampler built in the file, a loader built with `shuffle=True` and
-    handed to Ray Train's `prepare_data_loader` (which swaps in a DistributedSampler), or a
-    `sampler` parameter of a function that runs a training loop."""
+    handed to Ray Train's `prepare_data_loader` (which swaps in a DistributedSampler; a loader
+    built without it gets a non-shuffling one), or a `sampler` parameter of a function that runs
+    a training loop."""
     model = ctx.model
     shuffled: set[str] = set()
     for fn in model.functions.values():
@@ -175,17 +196,27 @@ def _distributed_sampler_evidence(ctx: Context) -> Event | None:
             if event.kind is not EventKind.CALL or not event.name:
                 continue
             if _is_distributed_sampler(event.name) and not re.search(r"shuffle\s*=\s*False", ctx.source.slice(event.span)):
-                return event
-            if tail(event.name) == "prepare_data_loader" and event.args and event.args[0].base in shuffled:
-                return event
+                return _Evidence(event.span, event.function)
+            if tail(event.name) == "prepare_data_loader":
+                loader = event.keyword("data_loader") or (event.args[0] if event.args else None)
+                if loader is not None and loader.base in shuffled:
+                    return _Evidence(event.span, event.function)
     for tloop in ctx.training.training_loops:
         fn = model.functions.get(tloop.loop.function)
-        if fn is not None and any(p == "sampler" or p.endswith("_sampler") for p in fn.params):
-            return next((e for e in fn.events), None)
+        sampler = next((p for p in fn.params if p == "sampler" or p.endswith("_sampler")), None) if fn is not None else None
+        if fn is not None and sampler is not None:
+            return _Evidence(fn.header, fn.qualname, parameter=True, name=sampler)
     return None
 
 
-def _once_per_epoch(ctx: Context, loop: Loop, evidence: Event) -> bool:
+def _outermost(ctx: Context, loop: Loop) -> Loop:
+    """The outermost loop of the function around `loop` (the epoch loop), or `loop` itself."""
+    while loop.parent is not None and loop.parent in ctx.model.loops:
+        loop = ctx.model.loops[loop.parent]
+    return loop
+
+
+def _once_per_epoch(ctx: Context, loop: Loop) -> bool:
     """The loop runs inside another loop, directly or through the function that holds it."""
     if loop.parent is not None:
         return True

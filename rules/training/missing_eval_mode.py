@@ -5,7 +5,15 @@ Flags an evaluation loop that runs a model with no `model.eval()` on the way to 
 function, or on every path through its callers in the file) is `model.train()`, or where
 no mode call comes before it at module level (a fresh model is in training mode). A
 function named like that with no loop, whose single full-batch forward runs under
-`no_grad` (graph networks, small tabular sets), is checked the same way.
+`no_grad` (graph networks, small tabular sets), is checked the same way, and so is the loop of
+a function named like `inference`. A model counts as run when it is called, when its own
+methods run on inputs (`model.encode(src)`, `model.module.test(x)`), also inside a helper of the
+file it is handed to (`greedy_decode(model, ...)`), and when a callable the function is given is
+applied to it (`model_fn(model, x)`, as in ignite's step factories).
+
+An evaluation function reached only from other modules, with the model as a parameter, that
+runs it under `no_grad` is flagged when a function of the same file puts the model it is given
+in training mode (`train_epoch(model, ...)` calling `model.train()`): callers run the two in turn.
 
 ## Why is this bad?
 In training mode, dropout keeps dropping activations and batch norm normalises with the
@@ -15,7 +23,8 @@ raises.
 
 Models whose class is in the file and has no dropout or batch norm behave the same in
 both modes and are not flagged. When the function is only called from code this file
-cannot see, or another model's mode is set, the rule stays silent.
+cannot see and nothing in the file trains a model it is given, or another model's mode is
+set, the rule stays silent.
 
 ## Example
 ```python
@@ -50,9 +59,9 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import DEFAULT, TRAIN, has_mode_layers, mode_before, mode_events
+from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, has_mode_layers, mode_before, mode_events
 
 META = RuleMeta(
     code="TPF008",
@@ -63,21 +72,78 @@ META = RuleMeta(
 )
 
 _EVAL_FUNCTION = re.compile(
-    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$", re.I
+    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid|inference|infer)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$",
+    re.I,
 )
 _EVAL_DATA = re.compile(r"val|valid|test|eval|dev_|holdout", re.I)
 _NOT_EVAL = frozenset({EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD})
+# nn.Module (and Hugging Face) methods that do not run the network on inputs.
+_MODULE_API = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "train", "eval", "zero_grad", "requires_grad_",
+     "apply", "add_module", "share_memory", "compile", "parameters", "buffers", "children", "modules", "state_dict",
+     "fit", "backward", "step", "training_step", "train_step", "summary", "print_trainable_parameters", "push_to_hub",
+     "resize_token_embeddings", "tie_weights", "extra_repr", "update"}
+)
+_API_PREFIX = ("register_", "named_", "get_", "set_", "load", "save", "from_", "enable_", "disable_", "gradient_checkpointing")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def _model_uses(ctx: Context, events: tuple[Event, ...] | list[Event]) -> list[tuple[Event, str]]:
+    """The events that run a model, with the model's name: its forwards (`model(x)`); when there
+    are none, calls of a callable the function is given with the model (`model_fn(model, x)`);
+    else calls of the model's own methods on inputs (`model.encode(src)`, `model.module.test(x)`),
+    also inside same-file helpers the model is handed to (`greedy_decode(model, ...)`)."""
+    training = ctx.training
+    direct = [(e, e.name) for e in events if training.is_forward(e) and not e.inner and e.name and not _handed_in(ctx, e, lambda_only=True)]
+    if direct:
+        return direct
+    found: list[tuple[Event, str]] = []
+    for e in events:
+        if not e.inner and e.kind is EventKind.CALL and not e.receiver and _handed_in(ctx, e):
+            # `model_fn(model, x)`: a callable the function is given, applied to the model.
+            model = next((a.base for a in e.args if a.base and a.text == a.base and a.base != e.name
+                          and ctx.model.kind_of(a.base, e.function) is Kind.MODEL), None)
+            if model is not None:
+                found.append((e, model))
+    if found:
+        return found
+    for e in events:
+        if e.inner or e.kind is not EventKind.CALL or not e.receiver or not (e.args or e.keywords):
+            continue
+        method = tail(e.name or "")
+        if method in _MODULE_API or method.startswith(_API_PREFIX) or method.startswith("_"):
+            continue
+        head = e.receiver.removesuffix(".module")
+        if not _DOTTED_NAME.fullmatch(head) or head == "self" or ctx.model.is_module_class(head):
+            continue
+        if ctx.model.kind_of(head, e.function) is Kind.MODEL and not ctx.model.resolve_function(head, e.function):
+            found.append((e, head))
+    return found
+
+
+def _handed_in(ctx: Context, event: Event, lambda_only: bool = False) -> bool:
+    """A call of a parameter of the function or of one enclosing it: code of the caller's choosing
+    (`model_fn(model, x)`). With `lambda_only`, only a parameter whose default is a `lambda`
+    (`model_transform=lambda output: output`): a function, whatever its name says, not a module."""
+    fn = ctx.model.functions.get(event.function)
+    while fn is not None:
+        if event.name in fn.params:
+            default = fn.defaults.get(event.name)
+            return default.text.lstrip().startswith("lambda") if default is not None else not lambda_only
+        fn = ctx.model.functions.get(fn.parent) if fn.parent else None
+    return False
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
-        forwards = [e for e in events if training.is_forward(e) and not e.inner]
-        if not forwards or not _is_evaluation(ctx, loop, events):
+        uses = _model_uses(ctx, events)
+        forwards = [e for e, _ in uses]
+        if not forwards or not _is_evaluation(ctx, loop, events, forwards):
             continue
-        name = forwards[0].name
-        if not name or name == "self" or any(tail(f.name) != tail(name) for f in forwards):
+        name = uses[0][1]
+        if not name or name == "self" or any(tail(n) != tail(name) for _, n in uses):
             continue
         if mode_events(events):
             continue
@@ -86,18 +152,85 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if first is None:
             continue
         mode = mode_before(training, loop.function, first, name)
-        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
+        # Only an evaluation that also turns gradients off reads as one for sure: a loop with autograd on
+        # (a calibration pass handed to `quantize()`, a loss evaluation) may run in whatever mode its caller chose.
+        no_grad = not training.grad_enabled_at(loop) or all(f.no_grad for f in forwards)
+        sibling = _sibling_training(ctx, loop.function, first, name) if mode == UNKNOWN and no_grad else None
+        if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
             continue
-        reason = "the model is still in training mode" if mode == TRAIN else "a new model starts in training mode"
+        related = [Related(forwards[0].span, "model forward")]
+        if sibling is not None:
+            related.append(Related(sibling.span, "training mode set here"))
         yield report(
             META,
             loop.header,
-            f"Evaluation loop runs `{name}` without `{name}.eval()`: {reason}, so dropout and batch norm behave as in training",
+            f"Evaluation loop runs `{name}` without `{name}.eval()`: {_reason(ctx, mode, sibling)}, so dropout and batch norm behave as in training",
             _fix(ctx, loop, name, events),
-            related=[Related(forwards[0].span, "model forward")],
+            related=related,
             data={"model": name},
         )
     yield from _loopless(ctx)
+
+
+def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:
+    if sibling is not None:
+        fn = ctx.model.functions.get(sibling.function)
+        who = f"`{fn.qualname}()`" if fn is not None else "a training function"
+        return f"nothing in this file sets its mode, and {who} here leaves the model it is given in training mode"
+    return "the model is still in training mode" if mode == TRAIN else "a new model starts in training mode"
+
+
+def _is_parameter(ctx: Context, scope: str, name: str) -> bool:
+    """`name` comes in as a parameter of the function `scope` (or of a function enclosing it)."""
+    head = name.partition(".")[0]
+    fn = ctx.model.functions.get(scope)
+    while fn is not None:
+        if fn.owner is not None:
+            return False  # a method: its models live on `self`
+        if head in fn.params:
+            return True
+        fn = ctx.model.functions.get(fn.parent) if fn.parent else None
+    return False
+
+
+def _unset_from_entry(ctx: Context, scope: str, index: int, name: str, depth: int = 0) -> bool:
+    """No mode call on any path to `expanded(scope)[index]`, and every path starts in a function
+    that no code of this file calls and that receives the model as a parameter (its callers
+    live in other modules)."""
+    training = ctx.training
+    if not scope or depth > 3 or mode_events(training.expanded(scope)[:index]):
+        return False
+    callers = ctx.model.calls_to.get(scope, [])
+    if not callers:
+        return _is_parameter(ctx, scope, name)
+    head = name.partition(".")[0]
+    for call in callers:
+        if not any(a.base == head and a.text == head for a in (*call.args, *(v for _, v in call.keywords))):
+            return False  # the model is renamed or built on the way: stay silent
+        try:
+            position = training.expanded(call.function).index(call)
+        except ValueError:
+            return False
+        if not _unset_from_entry(ctx, call.function, position, name, depth + 1):
+            return False
+    return True
+
+
+def _sibling_training(ctx: Context, scope: str, index: int, name: str) -> Event | None:
+    """For an evaluation reached only from other modules with the model as a parameter: a
+    function of this file that puts the model it is given in training mode (`train_epoch(model,
+    ...)` calling `model.train()`). Callers use the two in turn, so evaluation starts where that
+    training left the model. None when no such function exists."""
+    if not _unset_from_entry(ctx, scope, index, name):
+        return None
+    for qualname, fn in ctx.model.functions.items():
+        if qualname == scope or fn.owner is not None:
+            continue
+        for event in fn.events:
+            if event.kind is EventKind.TRAIN_MODE and event.receiver and tail(event.receiver) == tail(name):
+                if _is_parameter(ctx, qualname, event.receiver) and not event.guards:
+                    return event
+    return None
 
 
 def _loopless(ctx: Context) -> Iterator[Diagnostic]:
@@ -110,11 +243,12 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
         cls = ctx.model.enclosing_class(qualname)
         if cls is not None and (cls.is_module or cls.owns_loop):
             continue
-        forwards = [e for e in fn.events if training.is_forward(e)]
+        uses = _model_uses(ctx, fn.events)
+        forwards = [e for e, _ in uses]
         if not forwards or any(e.loops for e in forwards):
             continue  # none, or the loop path above owns it
-        name = forwards[0].name
-        if not name or name == "self" or any(f.name != name for f in forwards):
+        name = uses[0][1]
+        if not name or name == "self" or any(n != name for _, n in uses):
             continue
         if not (fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)):
             continue
@@ -123,16 +257,19 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
             continue
         first = expanded.index(forwards[0])
         mode = mode_before(training, qualname, first, name)
-        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
+        sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN else None
+        if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
-        reason = "the model is still in training mode" if mode == TRAIN else "a new model starts in training mode"
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
+        related = [Related(forwards[0].span, "model forward")]
+        if sibling is not None:
+            related.append(Related(sibling.span, "training mode set here"))
         yield report(
             META,
             forwards[0].stmt,
-            f"Evaluation runs `{name}` without `{name}.eval()`: {reason}, so dropout and batch norm behave as in training",
+            f"Evaluation runs `{name}` without `{name}.eval()`: {_reason(ctx, mode, sibling)}, so dropout and batch norm behave as in training",
             _fix_before(ctx, anchor.start.line, name, qualname),
-            related=[Related(forwards[0].span, "model forward")],
+            related=related,
             data={"model": name},
         )
 
@@ -146,7 +283,7 @@ def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
     return Fix(f"Insert `{name}.eval()` before the forward", (edit,), Applicability.UNSAFE)
 
 
-def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards: list[Event]) -> bool:
     training = ctx.training
     if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in events):
         return False
@@ -157,7 +294,8 @@ def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
         return False
     fn = ctx.model.functions.get(loop.function)
     named = bool(fn and _EVAL_FUNCTION.search(fn.name))
-    no_grad = not training.grad_enabled_at(loop) or all(e.no_grad for e in events if training.is_forward(e))
+    runs = [e for e in events if training.is_forward(e)] if training.is_forward(forwards[0]) else forwards
+    no_grad = not training.grad_enabled_at(loop) or all(e.no_grad for e in runs)
     over_eval_data = bool(loop.iter and _EVAL_DATA.search(loop.iter.text))
     return named or (no_grad and over_eval_data)
 
