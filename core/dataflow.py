@@ -146,6 +146,8 @@ class DataFlow:
         self._info: dict[tuple[int, str, int | None], Info] = {}
         self._def_info: dict[int, Info] = {}
         self._busy: set[int] = set()
+        self._resolved: dict[int, tuple[ast.Call, str | None]] = {}  # resolve_call, by node (the entry keeps it alive)
+        self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         if model.tree is not None:
             parts = model.__dict__.get("_tpf_dataflow_parts")  # set by core/incremental.py
@@ -343,8 +345,11 @@ class DataFlow:
         return None
 
     def resolve_call(self, call: ast.Call) -> str | None:
-        name = dotted(call.func)
-        return self.imports.resolve(name) if name else None
+        seen = self._resolved.get(id(call))
+        if seen is None or seen[0] is not call:
+            name = dotted(call.func)
+            seen = self._resolved[id(call)] = (call, self.imports.resolve(name) if name else None)
+        return seen[1]
 
     def constructor(self, name: str, scope: str, at: _Pos) -> str | None:
         """The resolved class a name was built from (`sc = StandardScaler()` -> sklearn...)."""
@@ -492,6 +497,13 @@ class DataFlow:
     def taint_kind(self, call: ast.Call, scope: str) -> str | None:
         """"fit" (a transformer fitted on data), "stat" (a dataset statistic) or
         "resample" (oversampling that copies rows), else None."""
+        key = (id(call), scope)
+        seen = self._taints.get(key)
+        if seen is None or seen[0] is not call:
+            seen = self._taints[key] = (call, self._taint_kind(call, scope))  # the entry keeps the node alive: its id stays its own
+        return seen[1]
+
+    def _taint_kind(self, call: ast.Call, scope: str) -> str | None:
         func = call.func
         if isinstance(func, ast.Attribute):
             method = func.attr

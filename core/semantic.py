@@ -254,6 +254,13 @@ class ModuleModel:
 
     def resolve_function(self, name: str, scope: str) -> str | None:
         """Resolve a called name (`train`, `self.step`, `helper`) to a local function."""
+        memo: dict[tuple[str, str], str | None] = self.__dict__.setdefault("_tpf_resolved", {})  # rules ask the same names often
+        key = (name, scope)
+        if key not in memo:
+            memo[key] = self._resolve_function(name, scope)
+        return memo[key]
+
+    def _resolve_function(self, name: str, scope: str) -> str | None:
         if name.startswith("self.") and name.count(".") == 1:
             fn = self.functions.get(scope)
             owner = fn.owner if fn else None

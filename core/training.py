@@ -115,6 +115,8 @@ class TrainingModel:
         self._foreign: dict[str, tuple[tuple[str, ...], tuple[Event, ...]] | None] = {}
         self._foreign_loops: dict[tuple[str, int], int] = {}
         self._expanded: dict[str, tuple[Event, ...]] = {}
+        self._calls_model: dict[tuple[str, str], bool] = {}
+        self._forwards: dict[int, tuple[Event, bool]] = {}
         self._inlined: dict[tuple[str, tuple[str, ...]], tuple[Event, ...]] = {}
         self._iterations: dict[int, tuple[Event, ...]] = {}
 
@@ -295,17 +297,29 @@ class TrainingModel:
 
     def is_forward(self, event: Event) -> bool:
         """A call of a model (an nn.Module instance), e.g. `model(x)`."""
-        if event.kind is not EventKind.CALL or not event.name or event.receiver:
-            return False
-        if not self.is_torch_code or self.model.source.slice(event.span).replace(" ", "").endswith("()"):
-            return False  # another framework's code; a model forward takes inputs (`comp()` is not one)
-        if self.model.is_module_class(event.name):
+        if event.kind is not EventKind.CALL or not event.name or event.receiver or not self.is_torch_code:
+            return False  # another framework's code is never a torch forward
+        seen = self._forwards.get(id(event))
+        if seen is not None and seen[0] is event:
+            return seen[1]
+        key = (event.name, event.function)
+        calls_model = self._calls_model.get(key)
+        if calls_model is None:
+            calls_model = self._calls_model[key] = self._names_a_model(event.name, event.function)
+        # a model forward takes inputs (`comp()` is not one)
+        known = calls_model and not self.model.source.slice(event.span).replace(" ", "").endswith("()")
+        self._forwards[id(event)] = (event, known)  # the entry keeps the event alive, so its id is not reused
+        return known
+
+    def _names_a_model(self, name: str, function: str) -> bool:
+        """Whether calling `name` in `function` runs a model (rules ask for the same names many times)."""
+        if self.model.is_module_class(name):
             return False  # constructing, not running
-        if self.model.resolve_function(event.name, event.function) or self._is_imported_callable(event.name):
+        if self.model.resolve_function(name, function) or self._is_imported_callable(name):
             return False  # a function of this file or an imported function (`save_fsdp_model(...)`)
-        if self.model.kind_of(event.name, event.function) is not Kind.MODEL:
+        if self.model.kind_of(name, function) is not Kind.MODEL:
             return False
-        if not self.model.assignments(event.name, event.function) and _FUNCTION_SPELLING.match(tail(event.name)):
+        if not self.model.assignments(name, function) and _FUNCTION_SPELLING.match(tail(name)):
             return False  # only the spelling says "model", and it reads as a function (`convert_model`)
         return True
 
