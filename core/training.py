@@ -119,6 +119,7 @@ class TrainingModel:
         self._forwards: dict[int, tuple[Event, bool]] = {}
         self._inlined: dict[tuple[str, tuple[str, ...]], tuple[Event, ...]] = {}
         self._iterations: dict[int, tuple[Event, ...]] = {}
+        self._grad_enabled: dict[int, bool] = {}  # by loop id: TPF006 and TPF007 ask for every loop
 
     # --- expansion ----------------------------------------------------------------------
 
@@ -381,6 +382,12 @@ class TrainingModel:
 
     def grad_enabled_at(self, loop: Loop) -> bool:
         """False when the loop runs under no_grad: a context, a decorator or every caller."""
+        known = self._grad_enabled.get(loop.id)
+        if known is None:
+            known = self._grad_enabled[loop.id] = self._grad_enabled_at(loop)
+        return known
+
+    def _grad_enabled_at(self, loop: Loop) -> bool:
         if any(c.disables_grad for c in loop.contexts):
             return False
         if self.model.covered_by_no_grad(loop.function):

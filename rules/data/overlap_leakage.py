@@ -118,7 +118,9 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     found: dict[int, list[tuple[ast.Call, tuple[ast.expr, ast.expr | None], ast.AST]]] = {}
     for scope in list(flow.scopes.values()):
         for call in scope.calls:
-            if flow.taint_kind(call, scope.qualname) == "resample":
+            # A method other than these is never "resample" to taint_kind (its resolved name keeps the attribute).
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            if method in (None, "fit_resample", "resample") and flow.taint_kind(call, scope.qualname) == "resample":
                 where = flow.leak_site(call, scope.qualname, frozenset({TRAIN, VAL, TEST}))
                 if where is None:
                     continue

@@ -46,7 +46,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torch_preflight.core.dataflow import TEST, VAL, DataFlow, pos, span_of
+from torch_preflight.core.dataflow import STAT_METHODS, TEST, VAL, DataFlow, pos, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import dotted, tail
 from torch_preflight.rules.base import Context, RuleMeta, report
@@ -61,11 +61,17 @@ META = RuleMeta(
     requires=("fit|mean|std|var|min|max|median|quantile|percentile",),
 )
 
+# A method call is "fit" or "stat" to `DataFlow.taint_kind` only under one of these names: the
+# attribute itself, or the tail of its resolved name, which is the same attribute.
+_FIT_OR_STAT = frozenset({"fit", "fit_transform"}) | STAT_METHODS
+
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(ctx.model)
     for scope in list(flow.scopes.values()):
         for call in scope.calls:
+            if isinstance(call.func, ast.Attribute) and call.func.attr not in _FIT_OR_STAT:
+                continue  # cheap: most calls are methods of other names
             kind = flow.taint_kind(call, scope.qualname)
             if kind not in ("fit", "stat"):
                 continue

@@ -59,6 +59,9 @@ META = RuleMeta(
     message="DistributedSampler never gets set_epoch(), so every epoch has the same order",
     fix_title=None,
     severity=Severity.WARNING,
+    # Every finding needs a DistributedSampler call, a `sampler=` loader, a `sampler` /
+    # `*_sampler` parameter or Ray's `prepare_data_loader`, all spelled in this file.
+    requires=("sampler|prepare_data_loader",),
 )
 
 

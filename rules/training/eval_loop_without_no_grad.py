@@ -149,6 +149,18 @@ def _parameterless(ctx: Context, forward: Event) -> bool:
 
 
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    """Memoised per training model and loop for `events` = its iteration (TPF006 asks too)."""
+    training = ctx.training
+    if events is not training.iteration(loop):
+        return _evaluates(ctx, loop, events)
+    memo: dict[int, bool] = training.__dict__.setdefault("_tpf_is_eval", {})
+    known = memo.get(loop.id)
+    if known is None:
+        known = memo[loop.id] = _evaluates(ctx, loop, events)
+    return known
+
+
+def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
     training = ctx.training
     for event in events:
         if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
