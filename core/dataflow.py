@@ -469,6 +469,29 @@ class DataFlow:
                 out = out | self.info(passed, caller.qualname, depth + 1)
         return out
 
+    def passed(self, d: Def) -> list[tuple[str, ast.expr]] | None:
+        """What the same-file call sites of a plain function pass for parameter `d`, as
+        (caller scope, expression); None when a call site passes it in a way not seen
+        (`*args`, `**kwargs`, left to its default) or `d` is no such parameter."""
+        sc = self.scopes.get(d.scope)
+        if d.kind != "param" or sc is None or sc.owner or not isinstance(sc.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        args = sc.node.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        index = positional.index(d.name) if d.name in positional else None
+        out: list[tuple[str, ast.expr]] = []
+        for caller, call in self._call_sites().get(id(sc), ()):
+            passed: ast.expr | None = None
+            if index is not None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                passed = call.args[index]
+            for keyword in call.keywords:
+                if keyword.arg == d.name:
+                    passed = keyword.value
+            if passed is None:
+                return None
+            out.append((caller.qualname, passed))
+        return out
+
     def _call_sites(self) -> dict[int, list[tuple[Scope, ast.Call]]]:
         """id(callee scope) -> its same-file call sites (caller scope, call), in the order
         the scopes and their calls were indexed; built once, on first use."""

@@ -4,7 +4,8 @@ log_softmax) output going into `nn.CrossEntropyLoss` / `F.cross_entropy`, sigmoi
 going into `nn.BCEWithLogitsLoss` / `F.binary_cross_entropy_with_logits`, softmax output
 into `NLLLoss`, and visible raw logits (a `Linear` output) into `nn.BCELoss`. It follows
 the value through variables and through a same-file model whose `forward` returns the
-activation.
+activation, and a loss passed in as a parameter when every same-file call site passes the
+same kind of loss.
 
 ## Why is this bad?
 `CrossEntropyLoss` applies `log_softmax` itself and `BCEWithLogitsLoss` applies the
@@ -127,7 +128,28 @@ def _loss_kind(flow: DataFlow, call: ast.Call, scope: str) -> str | None:
         ctor = flow.constructor(name, scope, pos(call))
         if ctor and not ctor.startswith("torch.nn.functional."):
             return _LOSSES.get(ctor)
+        if ctor is None and "." not in name:
+            return _passed_loss_kind(flow, name, scope, pos(call))
     return None
+
+
+def _passed_loss_kind(flow: DataFlow, name: str, scope: str, at: tuple[int, int]) -> str | None:
+    """A loss handed in as a parameter (`def validate(model, loader, loss_fn)`): the kind
+    every same-file call site passes, when they all pass the same loss module."""
+    d = flow.reaching(name, scope, at)
+    passed = flow.passed(d) if d is not None and d.kind == "param" else None
+    if not passed:
+        return None
+    kinds = set()
+    for caller, expr in passed:
+        arg = dotted(expr)
+        ctor = flow.constructor(arg, caller, pos(expr)) if arg else None
+        if isinstance(expr, ast.Call):
+            ctor = flow.resolve_call(expr)
+        if not ctor or ctor.startswith("torch.nn.functional."):
+            return None
+        kinds.add(_LOSSES.get(ctor))
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _activation(flow: DataFlow, expr: ast.AST, scope: str, depth: int) -> tuple[str, ast.AST] | None:
