@@ -57,6 +57,20 @@ def to_utf16(text: str, offset: int) -> types.Position:
 edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(PASTES), st.text(max_size=6)))
 
 
+def incremental_builds(builder: IncrementalBuilder, text: str, edits: list[tuple[float, float, str]], key: str):  # type: ignore[no-untyped-def]
+    """Apply `edits` one by one; after each, the builder's model from parso's diff-parsed statements (None: fall back)."""
+    import parso
+
+    grammar = parso.load_grammar()
+    for a, b, new in edits:
+        start, end = sorted((int(a * len(text)), int(b * len(text))))
+        text = text[:start] + new + text[start + min(end - start, 40):]
+        source = SourceText(text)
+        module = grammar.parse(text, diff_cache=True, path=key, cache=False)
+        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
+        yield source, builder.build(source, chunks, "t.py")
+
+
 def diagnostics(result):  # type: ignore[no-untyped-def]
     return [(d.code, d.span, d.message, d.fix) for d in result.diagnostics]
 
@@ -87,18 +101,8 @@ def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]],
 @settings(max_examples=60, deadline=None)
 @given(st.lists(edit, min_size=1, max_size=5))
 def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str]]) -> None:
-    import parso
-
-    grammar = parso.load_grammar()
     builder = IncrementalBuilder()
-    text = BASE
-    for a, b, new in edits:
-        start, end = sorted((int(a * len(text)), int(b * len(text))))
-        text = text[:start] + new + text[start + min(end - start, 40):]
-        source = SourceText(text)
-        module = grammar.parse(text, diff_cache=True, path="<prop-test>", cache=False)
-        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
-        model = builder.build(source, chunks, "t.py")
+    for source, model in incremental_builds(builder, BASE, edits, "<prop-test>"):
         parsed = parse(source)
         if model is None:
             continue
@@ -312,19 +316,10 @@ def _flow_shape(flow):  # type: ignore[no-untyped-def]
 @settings(max_examples=60, deadline=None)
 @given(st.lists(edit, min_size=1, max_size=5))
 def test_reused_dataflow_index_equals_a_fresh_one(edits: list[tuple[float, float, str]]) -> None:
-    import parso
     from torch_preflight.core.dataflow import DataFlow
 
-    grammar = parso.load_grammar()
     builder = IncrementalBuilder()
-    text = FLOW_BASE
-    for a, b, new in edits:
-        start, end = sorted((int(a * len(text)), int(b * len(text))))
-        text = text[:start] + new + text[start + min(end - start, 40):]
-        source = SourceText(text)
-        module = grammar.parse(text, diff_cache=True, path="<flow-test>", cache=False)
-        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
-        model = builder.build(source, chunks, "t.py")
+    for source, model in incremental_builds(builder, FLOW_BASE, edits, "<flow-test>"):
         if model is None:
             continue
         assert "_tpf_dataflow_parts" in model.__dict__
