@@ -451,35 +451,32 @@ class DataFlow:
 
     def _param_info(self, d: Def, depth: int) -> Info:
         """A plain function's parameter: the union of what its same-file call sites pass."""
-        sc = self.scopes.get(d.scope)
-        if sc is None or sc.owner or not isinstance(sc.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 8:
-            return EMPTY
-        args = sc.node.args
-        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        index = positional.index(d.name) if d.name in positional else None
+        sites = self._arguments(d) if depth <= 8 else None
         out = EMPTY
-        for caller, call in self._call_sites().get(id(sc), ()):  # same-file call sites, in file order
-            passed: ast.expr | None = None
-            if index is not None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-                passed = call.args[index]
-            for keyword in call.keywords:
-                if keyword.arg == d.name:
-                    passed = keyword.value
+        for caller, passed in sites or ():
             if passed is not None:
-                out = out | self.info(passed, caller.qualname, depth + 1)
+                out = out | self.info(passed, caller, depth + 1)
         return out
 
     def passed(self, d: Def) -> list[tuple[str, ast.expr]] | None:
         """What the same-file call sites of a plain function pass for parameter `d`, as
         (caller scope, expression); None when a call site passes it in a way not seen
         (`*args`, `**kwargs`, left to its default) or `d` is no such parameter."""
+        sites = self._arguments(d) if d.kind == "param" else None
+        if sites is None or any(passed is None for _, passed in sites):
+            return None
+        return [(caller, passed) for caller, passed in sites if passed is not None]
+
+    def _arguments(self, d: Def) -> list[tuple[str, ast.expr | None]] | None:
+        """(caller scope, the expression passed for `d` or None) per same-file call site of the plain
+        function that has parameter `d`, in file order; None when `d` belongs to no such function."""
         sc = self.scopes.get(d.scope)
-        if d.kind != "param" or sc is None or sc.owner or not isinstance(sc.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if sc is None or sc.owner or not isinstance(sc.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         args = sc.node.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
         index = positional.index(d.name) if d.name in positional else None
-        out: list[tuple[str, ast.expr]] = []
+        out: list[tuple[str, ast.expr | None]] = []
         for caller, call in self._call_sites().get(id(sc), ()):
             passed: ast.expr | None = None
             if index is not None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
@@ -487,8 +484,6 @@ class DataFlow:
             for keyword in call.keywords:
                 if keyword.arg == d.name:
                     passed = keyword.value
-            if passed is None:
-                return None
             out.append((caller.qualname, passed))
         return out
 

@@ -101,19 +101,24 @@ class Project:
         return None
 
     def _find_on_disk(self, importer: str, module: str) -> str | None:
+        return self._walk_up(importer, module, with_src=True)[0]
+
+    def _walk_up(self, importer: str, module: str, with_src: bool) -> tuple[str | None, Path]:
+        """The module's file beside the importer or in a parent folder up to the project root (and
+        in the root's `src/` when `with_src`), or None; and the last folder looked in."""
         parts = module.split(".")
         folder = Path(os.path.abspath(importer)).parent
         for _ in range(MAX_PARENT_LEVELS + 1):
-            roots = (folder, folder / "src") if _is_root(folder) else (folder,)
+            roots = (folder, folder / "src") if with_src and _is_root(folder) else (folder,)
             for root in roots:
                 base = root.joinpath(*parts)
                 for candidate in (base.with_suffix(".py"), base / "__init__.py"):
                     if str(candidate) in self.overrides or candidate.is_file():
-                        return str(candidate)
+                        return str(candidate), folder
             if _is_root(folder) or folder.parent == folder:
                 break
             folder = folder.parent
-        return None
+        return None, folder
 
     def module(self, importer: str, module: str, used: dict[str, Dependency]) -> ModuleModel | None:
         path = self._find(importer, module)
@@ -124,16 +129,9 @@ class Project:
     def _find(self, importer: str, module: str) -> str | None:
         """Beside the importer or in a parent folder up to the project root; else ask jedi,
         which knows `src/` layouts and installed-editable packages of the project."""
-        parts = module.split(".")
-        folder = Path(os.path.abspath(importer)).parent
-        for _ in range(MAX_PARENT_LEVELS + 1):
-            base = folder.joinpath(*parts)
-            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                if str(candidate) in self.overrides or candidate.is_file():
-                    return str(candidate)
-            if _is_root(folder) or folder.parent == folder:
-                break
-            folder = folder.parent
+        found, folder = self._walk_up(importer, module, with_src=False)
+        if found is not None:
+            return found
         key = (str(folder), module)
         if key not in self._jedi:
             self._jedi[key] = _jedi_find(importer, module, folder if _is_root(folder) else None)
