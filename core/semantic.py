@@ -248,8 +248,14 @@ class ModuleModel:
         for arg in (*event.args, *(v for _, v in event.keywords)):
             if arg.base and not arg.callee and not arg.method:
                 resolved = self.resolve_function(arg.base, event.function)
-                if resolved and self.functions[resolved].parent == event.function and event.function:
-                    targets.append(resolved)
+                fn = self.functions[resolved] if resolved else None
+                if fn is None:
+                    continue
+                closure = bool(event.function) and fn.parent == event.function  # defined where it is passed
+                # a script's `optimizer.step(closure)` (L-BFGS) with a top-level closure runs it in that step
+                script_step = event.kind == EventKind.STEP and not event.function and fn.parent is None and not fn.owner
+                if closure or script_step:
+                    targets.append(fn.qualname)
         return targets
 
     def resolve_function(self, name: str, scope: str) -> str | None:

@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
-from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.semantic import EventKind, Kind
 from torch_preflight.rules.base import Context, RuleMeta, report
 from torch_preflight.rules.training._steps import extra_guards
 
@@ -60,13 +60,13 @@ META = RuleMeta(
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
-    for loop, events, steps in _stepping_loops(ctx):
-        stepped = {training.optimizer_of(s): s for s in steps if not s.inner}
-        for event in events:
+    for tl in training.training_loops:
+        stepped = {training.optimizer_of(s): s for s in tl.steps if not s.inner}
+        for event in tl.events:
             if event.kind is not EventKind.ASSIGN or event.inner or event.via or len(event.targets) != 1 or event.value is None:
                 continue
             name = event.targets[0]
-            if name not in stepped or extra_guards(event, loop):
+            if name not in stepped or extra_guards(event, tl.loop):
                 continue
             if not event.value.callee or ctx.model.kind_of_callee(event.value, event.function, 0) is not Kind.OPTIMIZER:
                 continue
@@ -79,30 +79,3 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 data={"optimizer": name},
             )
 
-
-def _stepping_loops(ctx: Context) -> Iterator[tuple[Loop, tuple[Event, ...], tuple[Event, ...]]]:
-    """The training loops, and the loops of a script whose optimizer steps with a module-level
-    closure that back-propagates (`optimizer.step(closure)`, L-BFGS): the iteration does not
-    inline a module-level function passed as an argument, so its backward() is not seen."""
-    training = ctx.training
-    seen: set[int] = set()
-    for tl in training.training_loops:
-        seen.add(tl.loop.id)
-        yield tl.loop, tl.events, tl.steps
-    for loop in ctx.model.loops.values():
-        if loop.id in seen or loop.function:
-            continue
-        events = training.iteration(loop)
-        steps = tuple(e for e in events if e.kind is EventKind.STEP and not e.inner and training.optimizer_of(e) and _closure_backward(ctx, e))
-        if steps:
-            yield loop, events, steps
-
-
-def _closure_backward(ctx: Context, step: Event) -> bool:
-    for arg in (*step.args, *(v for _, v in step.keywords)):
-        if not arg.base or arg.callee or arg.method or arg.text != arg.base:
-            continue
-        target = ctx.model.resolve_function(arg.base, step.function)
-        if target is not None and any(e.kind is EventKind.BACKWARD for e in ctx.training.expanded(target)):
-            return True
-    return False
