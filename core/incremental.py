@@ -142,6 +142,17 @@ class IncrementalBuilder:
         model.__dict__["_tpf_dataflow_parts"] = self._flow_parts
         return model
 
+    def owned(self, indices: set[int]) -> tuple[set[str], set[int]]:
+        """The function qualnames and loop ids that the statements `indices` (into `units`) define."""
+        assert self._last is not None
+        pieces = self._last[2]
+        functions: set[str] = set()
+        loops: set[int] = set()
+        for index in indices:
+            functions.update(pieces[index].functions)
+            loops.update(pieces[index].loops)
+        return functions, loops
+
     def submodel(self, keep: list[int]) -> ModuleModel:
         """The model of the last build restricted to the statements `keep` (indices into
         `units`), merged like `build` does; spans and loop ids stay those of the whole file."""

@@ -120,6 +120,22 @@ class TrainingModel:
         self._inlined: dict[tuple[str, tuple[str, ...]], tuple[Event, ...]] = {}
         self._iterations: dict[int, tuple[Event, ...]] = {}
         self._grad_enabled: dict[int, bool] = {}  # by loop id: TPF006 and TPF007 ask for every loop
+        self._classified: dict[int, TrainingLoop | None] = {}  # by loop id: its TrainingLoop, None when it is not one
+
+    def reuse(self, previous: TrainingModel, functions: frozenset[str], loops: frozenset[int]) -> None:
+        """Take over what `previous` (a model of an earlier version of the same document)
+        memoised for the functions and loops an edit cannot have changed: their Function and
+        Loop objects are the very same, and so is everything they reach by name (callers,
+        callees, module-level bindings, base classes). The language server's caller works that
+        out (torch_preflight/scoped.py); a function named here is never the module itself."""
+        self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
+        self._inlined.update((k, v) for k, v in previous._inlined.items() if k[0] in functions and functions.issuperset(k[1]))
+        self._calls_model.update((k, v) for k, v in previous._calls_model.items() if k[1] in functions)
+        self._forwards.update((k, v) for k, v in previous._forwards.items() if v[0].function in functions)
+        self._iterations.update((k, v) for k, v in previous._iterations.items() if k in loops)
+        self._classified.update((k, v) for k, v in previous._classified.items() if k in loops)
+        # not for a loop at module level: a `torch.set_grad_enabled(False)` in any statement before it counts
+        self._grad_enabled.update((k, v) for k, v in previous._grad_enabled.items() if k in loops and self.model.loops[k].function)
 
     # --- expansion ----------------------------------------------------------------------
 
@@ -363,19 +379,24 @@ class TrainingModel:
 
     @cached_property
     def training_loops(self) -> tuple[TrainingLoop, ...]:
-        found: list[TrainingLoop] = []
         if not self.is_torch_code:
             return ()  # TensorFlow / MXNet / JAX code: `net`, `loss.backward`, `trainer.step` mean other things
+        found = []
         for loop in self.model.loops.values():
-            events = self.iteration(loop)
-            steps = tuple(e for e in events if not e.inner and self.optimizer_of(e))
-            if not steps:
-                continue
-            backwards = tuple(e for e in events if e.kind is EventKind.BACKWARD)
-            if not backwards:
-                continue
-            found.append(TrainingLoop(loop, events, steps, backwards))
-        return tuple(found)
+            if loop.id not in self._classified:
+                self._classified[loop.id] = self._classify(loop)
+            found.append(self._classified[loop.id])
+        return tuple(t for t in found if t is not None)
+
+    def _classify(self, loop: Loop) -> TrainingLoop | None:
+        events = self.iteration(loop)
+        steps = tuple(e for e in events if not e.inner and self.optimizer_of(e))
+        if not steps:
+            return None
+        backwards = tuple(e for e in events if e.kind is EventKind.BACKWARD)
+        if not backwards:
+            return None
+        return TrainingLoop(loop, events, steps, backwards)
 
     def is_training_loop(self, loop: Loop) -> bool:
         return any(t.loop.id == loop.id for t in self.training_loops)

@@ -36,6 +36,7 @@ from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Project
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Position, Span
+from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context
 
 from .analyze import Result, _memory, _shapes, enabled_rules, runnable
@@ -125,6 +126,7 @@ class ScopedChecker:
         self._state: _State | None = None
         self.rechecked = 0  # statements checked by the local rules in the last run (for tests)
         self._shapes: tuple[tuple[object, ...], tuple[ShapeMismatch, ...]] | None = None  # TPF501's facts, by _shape_key
+        self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
 
     def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str, project: Project | None = None) -> Result:
@@ -132,8 +134,8 @@ class ScopedChecker:
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
         whole = [r for r in rules if r.code not in LOCAL_RULES]
-        previous = self._state
-        self._state = None
+        previous, previous_training = self._state, self._training
+        self._state = self._training = None
         units: list[_Unit] = []
         for (_, code, body), old in zip(builder.units, _reuse(previous, builder), strict=True):
             units.append(old if old is not None and old.text == code else _unit(code, body))
@@ -164,9 +166,15 @@ class ScopedChecker:
         if whole:
             shapes = self._shape_facts(builder, units, model, config, path) if any(r.code == "TPF501" for r in whole) else ()
             ctx = Context(model, config, _memory(model, config, path), view, shapes)
+            if previous_training is not None and len(dirty) < len(units):
+                _reuse_training(ctx.training, previous_training, builder, set(range(len(units))) - dirty)
             for rule in whole:
                 diagnostics.extend(rule.check(ctx))
-        if not view.used:  # findings that read another file are never cached
+            if "training" in ctx.__dict__:
+                self._training = ctx.training
+        if view.used:  # findings that read another file are never cached
+            self._training = None
+        else:
             self._state = _State(key, units, starts, lines, found)
         suppressions = scan(source)
         kept = [d for d in diagnostics if not suppressions.suppresses(d)]
@@ -182,6 +190,19 @@ class ScopedChecker:
         self.shapes_computed += 1
         self._shapes = (key, found)
         return found
+
+
+def _reuse_training(training: TrainingModel, previous: TrainingModel, builder: IncrementalBuilder, clean: set[int]) -> None:
+    """Seed the training model with the previous run's results for the functions and loops of
+    clean statements (the same reasoning that lets the local rules' findings there be reused),
+    when the builder reused their very objects."""
+    functions, loops = builder.owned(clean)
+    new, old = training.model, previous.model
+    training.reuse(
+        previous,
+        frozenset(q for q in functions if old.functions.get(q) is new.functions[q]),
+        frozenset(i for i in loops if old.loops.get(i) is new.loops[i]),
+    )
 
 
 def _shape_key(builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config) -> tuple[object, ...]:

@@ -216,6 +216,9 @@ SCOPED_PASTES = [
     "\ndef helper(model, data):\n    for d in data:\n        model(d)\n", "\nLR = 0.2\n", "\n\n", "\n",
     "x = torch.load('a.pt', weights_only=False)\n", "        total += loss.item()\n", "#", "(", "😀", "    ", "step_all",
     "\nclass Other(nn.Module):\n    def __init__(self):\n        self.a = nn.Linear(1, 1)\n",
+    # for the whole-module rules and the training model they share across edits (TPF006, TPF007, TPF004)
+    "        history.append(loss)\n", "torch.set_grad_enabled(False)\n", "@torch.no_grad()\n", "        loss = loss / 4\n",
+    "\ndef run(model, loader):\n    evaluate(model, loader)\n",
 ]
 scoped_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(SCOPED_PASTES), st.text(max_size=4)))
 
@@ -242,6 +245,53 @@ def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]
         assert diagnostics(got) == diagnostics(full)
         assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
         assert got.suppressed == full.suppressed
+    doc.close()
+
+
+def test_an_edit_reuses_the_training_model_of_the_functions_it_cannot_affect() -> None:
+    doc = Document("file:///tmp/prop/t.py", SCOPED_BASE, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+
+    def loops() -> dict[str, object]:  # function -> its classified TrainingLoop, from the whole-module rules' model
+        training = doc.scoped._training
+        assert training is not None
+        return {t.loop.function: t for t in training.training_loops}
+
+    first = loops()
+    assert set(first) == {"train", "train_direct", ""}
+
+    def edit(anchor: str, text: str, version: int) -> None:
+        pos = to_utf16(doc.text, doc.text.index(anchor))
+        doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)], version, convert.UTF16)
+        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
+
+    edit("print(model(x))", "1 and ", 1)  # inside evaluate(), on the same lines: the other functions' pieces are reused
+    second = loops()
+    assert second["train"] is first["train"] and second["train_direct"] is first["train_direct"]
+    edit("out.sum().backward()", "1 and ", 2)  # inside train_direct()
+    third = loops()
+    assert third["train"] is second["train"] and third["train_direct"] is not second["train_direct"]
+    doc.close()
+
+
+def test_an_edit_of_a_callee_reclassifies_the_loops_of_its_callers() -> None:
+    # train() steps through step_all(); once step_all() no longer steps, train()'s loop is no
+    # training loop and its stored losses are no finding of TPF006: the callee's edit must not
+    # let train()'s unchanged function keep its old training-loop classification.
+    text = SCOPED_BASE.replace("        total += loss\n", "        total += loss\n        history.append(loss)\n")
+    doc = Document("file:///tmp/prop/c.py", text, 0)
+    config = Config(select=("ALL",))
+    assert "TPF006" in {d.code for d in doc.analysis(config).diagnostics}
+    start = text.index("optimizer.step()") + len("optimizer.")
+    change = types.TextDocumentContentChangePartial(
+        range=types.Range(start=to_utf16(text, start), end=to_utf16(text, start + len("step"))), text="zero_grad"
+    )
+    doc.update([change], 1, convert.UTF16)
+    after = doc.analysis(config)
+    assert doc.scoped.rechecked < len(doc.builder.units)
+    assert "TPF006" not in {d.code for d in after.diagnostics}
+    assert diagnostics(after) == diagnostics(analyze(doc.text, doc.path, config))
     doc.close()
 
 
