@@ -131,6 +131,9 @@ class _Part:
     for_nodes: dict[int, ast.For | ast.AsyncFor]
     classes: dict[str, ast.ClassDef]
     fits: list[tuple[str, str, _Pos, ast.Call]]
+    # `resolve_call` of every call in the statement, under the import map `resolved_for`
+    resolved: dict[int, tuple[ast.Call, str | None]] = field(default_factory=dict)
+    resolved_for: object = None
 
 
 class DataFlow:
@@ -187,12 +190,17 @@ class DataFlow:
         statements between edits in `parts` (id of the node -> (node, piece))."""
         module = Scope("", tree, None, None)
         self.scopes[""] = module
+        imports = tuple(sorted(self.imports.aliases.items()))
         for stmt in tree.body:
             entry = parts.get(id(stmt))
             if entry is None or entry[0] is not stmt:
                 entry = (stmt, self._part(stmt))
                 parts[id(stmt)] = entry
             part = entry[1]
+            if part.resolved_for != imports:  # resolved once per statement and import map, not per version
+                part.resolved = {id(n): (n, self._resolve(n)) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
+                part.resolved_for = imports
+            self._resolved.update(part.resolved)
             for name, defs in part.module.defs.items():
                 module.defs.setdefault(name, []).extend(defs)
             module.returns.extend(part.module.returns)
@@ -347,9 +355,12 @@ class DataFlow:
     def resolve_call(self, call: ast.Call) -> str | None:
         seen = self._resolved.get(id(call))
         if seen is None or seen[0] is not call:
-            name = dotted(call.func)
-            seen = self._resolved[id(call)] = (call, self.imports.resolve(name) if name else None)
+            seen = self._resolved[id(call)] = (call, self._resolve(call))
         return seen[1]
+
+    def _resolve(self, call: ast.Call) -> str | None:
+        name = dotted(call.func)
+        return self.imports.resolve(name) if name else None
 
     def constructor(self, name: str, scope: str, at: _Pos) -> str | None:
         """The resolved class a name was built from (`sc = StandardScaler()` -> sklearn...)."""

@@ -231,12 +231,27 @@ class ModuleModel:
     def calls_to(self) -> dict[str, list[Event]]:
         """Function qualname -> the events that call it."""
         result: dict[str, list[Event]] = {}
-        for fn in self.functions.values():
-            for event in fn.events:
-                if event.kind in (EventKind.CALL, EventKind.STEP):
-                    for target in self.call_targets(event):
-                        result.setdefault(target, []).append(event)
+        known = self.__dict__.pop("_tpf_calls_from", {})  # see reuse_calls
+        for qualname, fn in self.functions.items():
+            calls = known.get(qualname)
+            if calls is None:
+                calls = tuple((t, e) for e in fn.events if e.kind in (EventKind.CALL, EventKind.STEP) for t in self.call_targets(e))
+            for target, event in calls:
+                result.setdefault(target, []).append(event)
         return result
+
+    def reuse_calls(self, previous: ModuleModel, functions: frozenset[str]) -> None:
+        """Let `calls_to` take the calls made by `functions` from `previous` (a model of an
+        earlier version of the same document) instead of resolving them again: the caller
+        vouches that those functions and everything they reach by name are unchanged."""
+        if "calls_to" not in previous.__dict__:
+            return
+        calls: dict[str, list[tuple[str, Event]]] = {q: [] for q in functions}
+        for target, events in previous.calls_to.items():
+            for event in events:
+                if event.function in calls:
+                    calls[event.function].append((target, event))
+        self.__dict__["_tpf_calls_from"] = calls
 
     def call_targets(self, event: Event) -> list[str]:
         """Local functions an event calls, including closures passed as arguments."""

@@ -20,7 +20,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop, ModuleModel
@@ -121,6 +121,18 @@ class TrainingModel:
         self._iterations: dict[int, tuple[Event, ...]] = {}
         self._grad_enabled: dict[int, bool] = {}  # by loop id: TPF006 and TPF007 ask for every loop
         self._classified: dict[int, TrainingLoop | None] = {}  # by loop id: its TrainingLoop, None when it is not one
+        self._loop_memos: dict[str, dict[int, Any]] = {}
+        self._function_memos: dict[str, dict[str, Any]] = {}
+
+    def loop_memo(self, name: str) -> dict[int, Any]:
+        """A rule's memo of per-loop facts (by loop id) that depend only on the loop's function and
+        on what that function reaches by name, never on the other statements of the module:
+        `reuse` carries them over for the loops of unchanged functions."""
+        return self._loop_memos.setdefault(name, {})
+
+    def function_memo(self, name: str) -> dict[str, Any]:
+        """Likewise per function (by qualname)."""
+        return self._function_memos.setdefault(name, {})
 
     def reuse(self, previous: TrainingModel, functions: frozenset[str], loops: frozenset[int]) -> None:
         """Take over what `previous` (a model of an earlier version of the same document)
@@ -136,6 +148,10 @@ class TrainingModel:
         self._classified.update((k, v) for k, v in previous._classified.items() if k in loops)
         # not for a loop at module level: a `torch.set_grad_enabled(False)` in any statement before it counts
         self._grad_enabled.update((k, v) for k, v in previous._grad_enabled.items() if k in loops and self.model.loops[k].function)
+        for name, memo in previous._loop_memos.items():
+            self.loop_memo(name).update((k, v) for k, v in memo.items() if k in loops and self.model.loops[k].function in functions)
+        for name, by_function in previous._function_memos.items():
+            self.function_memo(name).update((k, v) for k, v in by_function.items() if k in functions)
 
     # --- expansion ----------------------------------------------------------------------
 

@@ -127,7 +127,18 @@ class PreflightServer(LanguageServer):
     # --- diagnostics --------------------------------------------------------------
     def lsp_diagnostics(self, doc: Document) -> list[types.Diagnostic]:
         result = doc.analysis(self.config_for(doc))
-        items = [convert.to_lsp_diagnostic(d, result.source, doc.uri, self.encoding) for d in result.diagnostics]
+        # A finding an edit elsewhere left alone converts the same way while its lines read the
+        # same (columns count UTF-16 units): reuse the last publication's item.
+        source = result.source
+        converted: dict[tuple[Any, ...], types.Diagnostic] = {}
+        items: list[types.Diagnostic] = []
+        for d in result.diagnostics:
+            lines = sorted({n for span in (d.span, *(r.span for r in d.related)) for n in (span.start.line, span.end.line)})
+            key = (d, self.encoding, tuple(source.line(n) for n in lines))
+            item = doc.converted.get(key)
+            converted[key] = item = item or convert.to_lsp_diagnostic(d, source, doc.uri, self.encoding)
+            items.append(item)
+        doc.converted = converted
         items += [convert.syntax_diagnostic(e.message, e.position, result.source, self.encoding) for e in result.syntax_errors[:1]]
         if not doc.primed:  # after this reply or publication, not before it
             asyncio.get_running_loop().call_soon(self._settle, doc)

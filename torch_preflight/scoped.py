@@ -193,16 +193,14 @@ class ScopedChecker:
 
 
 def _reuse_training(training: TrainingModel, previous: TrainingModel, builder: IncrementalBuilder, clean: set[int]) -> None:
-    """Seed the training model with the previous run's results for the functions and loops of
-    clean statements (the same reasoning that lets the local rules' findings there be reused),
+    """Seed the training model (and the module's call index) with the previous run's results
+    for the functions and loops of clean statements (the same reasoning that lets the local rules' findings there be reused),
     when the builder reused their very objects."""
-    functions, loops = builder.owned(clean)
+    owned, loops = builder.owned(clean)
     new, old = training.model, previous.model
-    training.reuse(
-        previous,
-        frozenset(q for q in functions if old.functions.get(q) is new.functions[q]),
-        frozenset(i for i in loops if old.loops.get(i) is new.loops[i]),
-    )
+    functions = frozenset(q for q in owned if old.functions.get(q) is new.functions[q])
+    new.reuse_calls(old, functions)
+    training.reuse(previous, functions, frozenset(i for i in loops if old.loops.get(i) is new.loops[i]))
 
 
 def _shape_key(builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config) -> tuple[object, ...]:

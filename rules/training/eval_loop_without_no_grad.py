@@ -61,27 +61,43 @@ META = RuleMeta(
 )
 
 _GRAD_USERS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
+_WORDS = re.compile(r"\w+")
 _MODELS_WORD = re.compile(r"model|net|module|layer|block|encoder|decoder|classifier|ensemble|checkpoint|ckpt", re.I)
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
-    training = ctx.training
+    # Everything but `_read_by_backward` depends only on the loop's function and what it
+    # reaches by name: a loop memo, which the language server carries over unrelated edits.
+    memo = ctx.training.loop_memo("TPF007.finding")
     for loop in ctx.model.loops.values():
-        events = training.iteration(loop)
-        forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
-        if not forwards or all(e.inner for e in forwards) or not _is_eval(ctx, loop, events):
-            continue
-        if not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
-            continue
-        if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) for f in forwards):
-            continue
-        yield report(
-            META,
-            loop.header,
-            f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
-            _fix(ctx, loop),
-            related=[Related(forwards[0].span, "model forward")],
-        )
+        entry = memo.get(loop.id)
+        if entry is None or entry[0] != ctx.source.newline:  # the fix's line endings
+            entry = memo[loop.id] = (ctx.source.newline, *_candidate(ctx, loop))
+        _, diagnostic, containers = entry
+        if diagnostic is not None and not _read_by_backward(ctx, containers):
+            yield diagnostic
+
+
+def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[str]]:
+    """The loop's finding unless a back-propagating function reads the containers it stores into."""
+    training = ctx.training
+    events = training.iteration(loop)
+    forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
+    if not forwards or all(e.inner for e in forwards):
+        return None, frozenset()
+    containers = _evaluation(ctx, loop, events)
+    if containers is None or not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
+        return None, frozenset()
+    if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) for f in forwards):
+        return None, frozenset()
+    diagnostic = report(
+        META,
+        loop.header,
+        f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
+        _fix(ctx, loop),
+        related=[Related(forwards[0].span, "model forward")],
+    )
+    return diagnostic, containers
 
 
 def _inside_model(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
@@ -149,30 +165,34 @@ def _parameterless(ctx: Context, forward: Event) -> bool:
 
 
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
-    """Memoised per training model and loop for `events` = its iteration (TPF006 asks too)."""
-    training = ctx.training
-    if events is not training.iteration(loop):
-        return _evaluates(ctx, loop, events)
-    memo: dict[int, bool] = training.__dict__.setdefault("_tpf_is_eval", {})
-    known = memo.get(loop.id)
-    if known is None:
-        known = memo[loop.id] = _evaluates(ctx, loop, events)
-    return known
+    """An evaluation loop (TPF006 asks too), for `events` = its iteration or a part of it."""
+    found = _evaluation(ctx, loop, events) if events is ctx.training.iteration(loop) else _evaluates(ctx, loop, events)
+    return found is not None and not _read_by_backward(ctx, found)
 
 
-def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+def _evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str] | None:
+    """`_evaluates` of the loop's iteration, as a loop memo."""
+    memo = ctx.training.loop_memo("TPF007.evaluates")
+    if loop.id not in memo:
+        memo[loop.id] = _evaluates(ctx, loop, events)
+    found: frozenset[str] | None = memo[loop.id]
+    return found
+
+
+def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str] | None:
+    """None when the loop is part of training, or else the containers it stores values into."""
     training = ctx.training
     for event in events:
         if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
-            return False
+            return None
         if event.kind is EventKind.CALL and event.receiver and event.name and event.name.rsplit(".", 1)[-1] in _GRAD_USERS:
-            return False
+            return None
         if event.name in ("torch.autograd.grad", "torch.enable_grad", "torch.set_grad_enabled"):
-            return False
+            return None
         if any(c.name in ("torch.enable_grad", "torch.set_grad_enabled") for c in event.contexts):
-            return False
+            return None
     if training.opaque_training_call(events):
-        return False
+        return None
     # The function back-propagates after the loop: the outputs are collected on purpose.
     training_ids = {t.loop.id for t in training.training_loops}
     # Part of a training step: nested in a loop that back-propagates, or in a function
@@ -180,14 +200,14 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
     parent = loop.parent
     while parent is not None:
         if _backward_after(training.iteration(ctx.model.loops[parent]), loop):
-            return False
+            return None
         parent = ctx.model.loops[parent].parent
     if any(training_ids & set(call.loops) for call in ctx.model.calls_to.get(loop.function, [])):
-        return False
+        return None
     for event in training.expanded(loop.function):
         if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
-            return False
-    return not _keeps_graph_for_later(ctx, loop, events)
+            return None
+    return _stored_containers(ctx, loop, events)
 
 
 def _backward_after(outer: tuple[Event, ...], loop: Loop) -> bool:
@@ -201,11 +221,11 @@ def _backward_after(outer: tuple[Event, ...], loop: Loop) -> bool:
     return any(e.kind is EventKind.BACKWARD for e in outer[first:])
 
 
-def _keeps_graph_for_later(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
-    """Values stored into a container that a back-propagating function reads (REINFORCE).
+def _stored_containers(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str]:
+    """The containers the loop stores values into that code elsewhere could read later.
     Not a container local to a callee (`res.append(...)` in an `accuracy()` helper), nor the
     loop's own batch (`batch[key] = batch[key].to(device)`): nothing outside can read those."""
-    containers = {
+    return frozenset(
         e.receiver.rsplit(".", 1)[-1]
         for e in events
         if e.kind is EventKind.STORE
@@ -213,15 +233,32 @@ def _keeps_graph_for_later(ctx: Context, loop: Loop, events: tuple[Event, ...]) 
         and not (e.via and "." not in e.receiver)
         and e.receiver.partition(".")[0].partition("[")[0] not in loop.targets
         and not _private_local(ctx, loop.function, e.receiver)
-    }
+    )
+
+
+def _read_by_backward(ctx: Context, containers: frozenset[str]) -> bool:
+    """A back-propagating function mentions one of the containers: the graphs are kept for
+    it (REINFORCE). Each function's words are a function memo (they depend on its text only)."""
     if not containers:
         return False
-    words = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(containers)) + r")\b")
+    if not all(_WORDS.fullmatch(c) for c in containers):  # `hist[0]`: search the texts as they are
+        pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(containers)) + r")\b")
+        return any(
+            pattern.search(ctx.source.slice(fn.span) if fn.qualname else ctx.source.text)
+            for fn in ctx.model.functions.values()
+            if any(e.kind is EventKind.BACKWARD for e in fn.events)
+        )
+    words = ctx.training.function_memo("TPF007.backward_words")
     for fn in ctx.model.functions.values():
-        if any(e.kind is EventKind.BACKWARD for e in fn.events):
-            text = ctx.source.slice(fn.span) if fn.qualname else ctx.source.text
-            if words.search(text):
-                return True
+        found = words.get(fn.qualname)
+        if found is None:
+            found = words[fn.qualname] = (
+                frozenset(_WORDS.findall(ctx.source.slice(fn.span) if fn.qualname else ctx.source.text))
+                if any(e.kind is EventKind.BACKWARD for e in fn.events)
+                else frozenset()
+            )
+        if containers & found:
+            return True
     return False
 
 
@@ -257,17 +294,5 @@ def _fix(ctx: Context, loop: Loop) -> Fix | None:
     if no_grad is None or loop.body.start.line <= loop.header.end.line:
         return None
     unit = indent_unit(loop.indent, loop.body_indent)
-    start, end = loop.span.start.line, loop.span.end.line
-    # The edits depend only on these lines and where they are: the language server asks
-    # again for every unchanged loop after each keystroke, and wrap_block tokenizes.
-    key = (start, end, loop.indent, unit, no_grad, ctx.source.newline, tuple(ctx.source.lines[start : end + 1]))
-    fix = _FIXES.get(key)
-    if fix is None:
-        if len(_FIXES) >= 4096:
-            _FIXES.clear()
-        edits = wrap_block(ctx.source, start, end, loop.indent, unit, f"with {no_grad}():")
-        fix = _FIXES[key] = Fix(f"Wrap the loop in `with {no_grad}():`", tuple(edits), Applicability.SAFE)
-    return fix
-
-
-_FIXES: dict[tuple[object, ...], Fix] = {}
+    edits = wrap_block(ctx.source, loop.span.start.line, loop.span.end.line, loop.indent, unit, f"with {no_grad}():")
+    return Fix(f"Wrap the loop in `with {no_grad}():`", tuple(edits), Applicability.SAFE)
