@@ -21,6 +21,7 @@ from torch_preflight.core.source import SourceText
 from torch_preflight.estimator.interp import Interpreter, Recorder, StepRecord
 from torch_preflight.estimator.options import (
     ALLOCATOR_RESERVE,
+    CUBLASLT_WORKSPACE,
     CUDA_CONTEXT_BYTES,
     GPUS,
     EstimateOptions,
@@ -193,6 +194,8 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         batch = sum(rnd(t.nbytes) for t in _batch_tensors(step))
     persist = it.zero_grad_seen and it.zero_grad_set_to_none is False
     workspace = 2 * cublas_workspace(options.gpu) if device == "cuda" and step is not None and _uses_cublas(mod) else 0
+    if device == "cuda" and step is not None and step.recorder.cublaslt:
+        workspace += CUBLASLT_WORKSPACE
     tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient,
                   batch=batch + workspace,
                   grads_persist=persist, device=device)
@@ -280,6 +283,8 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         ws = cublas_workspace(options.gpu)
         assumptions.append(Assumption(f"cuBLAS workspaces: 2 x {ws / 2**20:g} MiB (forward and autograd threads"
                                       f"{', ' + options.gpu if options.gpu else ', Hopper default'}), counted in other", None))
+    if options.device == "cuda" and run.step is not None and run.step.recorder.cublaslt:
+        assumptions.append(Assumption(f"cuBLASLt workspace: {CUBLASLT_WORKSPACE / 2**20:g} MiB (a Linear with a bias), counted in other", None))
     for text, line in it.problems:
         assumptions.append(Assumption(f"could not read: {text}" + (f" ({path}:{line + 1})" if line is not None else ""), line))
     breakdown = {"parameters": tl.parameters, "gradients": tl.gradients, "optimizer_state": tl.optimizer_state,

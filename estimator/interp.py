@@ -110,6 +110,7 @@ class Recorder:
     weight_casts: dict[int, Tensor] = field(default_factory=dict)
     autocast: str | None = None
     batch: list[Tensor] = field(default_factory=list)
+    cublaslt: bool = False  # a GEMM of the step took cuBLASLt (addmm with a bias): its workspace is allocated
 
 
 @dataclass

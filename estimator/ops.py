@@ -482,6 +482,7 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         if not isinstance(x, Tensor) or not isinstance(w, Tensor):
             return UNKNOWN
         xs, ws = it.autocast_inputs([x, w])
+        xs = cuda_linear_input(it, x, xs, isinstance(b, Tensor))
         out = Tensor((*x.shape[:-1], w.shape[0]), xs.dtype)
         return it.record(out, [xs, ws, *([b] if isinstance(b, Tensor) else [])], [xs, ws])
     if not tensors:
@@ -572,13 +573,29 @@ def activation(it: Interpreter, kind: str, x: Tensor, kwargs: dict[str, Any], ar
     return it.record(out, [x], saved)
 
 
+# losses whose float32 unreduced buffer lives as long as the loss value on CUDA (measured; the other
+# pointwise losses were not measured and are left as they were)
+CUDA_LOSS_HOLDS_UNREDUCED = ("mse_loss", "binary_cross_entropy")
+
+
 def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, Any]) -> Any:
     if not isinstance(pred, Tensor):
         return UNKNOWN
     saved: list[Tensor] = []
     if it.recorder is not None and isinstance(target, Tensor) and target.external and not target.is_param:
         it.recorder.batch.append(target)
-    if kind == "cross_entropy":
+    if kind == "cross_entropy" and it.device == "cuda" and it.autocast and pred.dtype in ("bfloat16", "float16"):
+        # CUDA autocast: cross_entropy_loss (not on autocast's lists) calls log_softmax with the logits'
+        # own dtype, so log_softmax runs in bf16 and saves its bf16 output; nll_loss is on the float32
+        # list, so it gets a float32 cast of that output, which it saves. Measured on the H200
+        # (lstm_lm b128 bf16 snapshot: 17920000 B bf16 then 35840000 B fp32 allocated by cross_entropy,
+        # no float32 copy of the logits; the fp32 one is freed after nll_loss's backward, the bf16 one
+        # after log_softmax's)
+        logp = Tensor(pred.shape, pred.dtype)
+        it.record(logp, [pred], [logp])
+        pred = it.record(Tensor(pred.shape, "float32"), [logp], [])
+        saved = [pred, *([target] if isinstance(target, Tensor) else [])]
+    elif kind == "cross_entropy":
         # autocast runs cross-entropy in float32 on both backends (measured: CPU log_softmax output is fp32)
         dtype = "float32" if it.autocast else pred.dtype
         if dtype != pred.dtype:
@@ -595,6 +612,13 @@ def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, A
         if it.autocast and it.device == "cuda" and pred.dtype != "float32":
             cast = Tensor(pred.shape, "float32", requires_grad=pred.requires_grad)
             saved = [cast, *saved[1:]]
+        if it.device == "cuda" and kind in CUDA_LOSS_HOLDS_UNREDUCED and it.recorder is not None and pred.requires_grad:
+            # the H200 snapshots: mse_loss (dcgan, every batch, fp32 and bf16) and binary_cross_entropy
+            # (vae, batch 64 to 512) allocate a float32 buffer the size of their input that is freed only
+            # when the script rebinds `loss` in the next iteration (after the next loss exists), so it is
+            # live through backward, the optimizer step and the next forward: 16x3x32x32x4 = 196608 B in
+            # dcgan at batch 16, 512x784x4 = 1605632 B in vae at batch 512
+            it.recorder.batch.append(Tensor(pred.shape, "float32"))
     out = Tensor((), "float32")
     return it.record(out, [pred], saved)
 
@@ -919,6 +943,7 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
     if kind in ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear"):
         xs, *ws = it.autocast_inputs([x, *weights[:1]])
+        xs = cuda_linear_input(it, x, xs, "bias" in mod.params)
         out = Tensor((*x.shape[:-1], mod.params["weight"][0]) if "weight" in mod.params else x.shape, xs.dtype if it.autocast else mod.dtype)
         return it.record(out, [xs, *ws], [xs, *ws], params=mod)
     if kind == "Bilinear":
@@ -954,11 +979,7 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
             fwd_extra = max(xs.nbytes, out.nbytes)
             bwd_extra = xs.nbytes + out.nbytes
         elif it.device == "cuda":
-            # cuDNN's heuristically chosen algorithms (benchmark mode off) asked for a workspace of about
-            # in + out bytes in forward and again in backward, measured on an H200 (torch 2.11, cuDNN 9.19)
-            # for 1-D and 2-D convolutions in fp32 and bf16; an algorithm switch can ask for far more
-            # (140 MiB for one fp32 layer at batch 64), which no static rule predicts
-            fwd_extra = bwd_extra = xs.nbytes + out.nbytes
+            fwd_extra = bwd_extra = cudnn_conv_workspace(xs, out, ws[0] if ws else None, d)
         return it.record(out, [xs, *ws], [xs, *ws], params=mod, extra_transient=fwd_extra, backward_transient=bwd_extra)
     if kind.startswith("BatchNorm"):
         return norm(it, "batch_norm", x, weights, {}, mod)
@@ -1013,6 +1034,58 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         return it.call_module(mod.children["decoder"], [tgt, memory], {}, node)
     it.problem(f"forward of nn.{kind} is not modelled", node)
     return UNKNOWN
+
+
+def cudnn_conv_workspace(x: Tensor, out: Tensor, w: Tensor | None, d: int) -> int:
+    """The workspace cuDNN asks for in one convolution call (forward, or each backward call), as its
+    heuristically chosen engines did on the H200 (torch 2.11, cuDNN 9.19, benchmark mode off; the
+    allocator snapshots that `bench/vram/cuda_truth.py --snapshots` writes, read layer by layer): the engines work on NHWC
+    copies of the input, the output and the filter, so the workspace is in + out + w bytes, plus 16 to
+    147 B. Exact for the forward and grad-input calls of most layers, for example cnn_bn's 64->64 3x3
+    layer at batch 64 (fp32: 8536080 B = 4 MiB + 4 MiB + 147456 + 16) and dcgan's 64->32
+    ConvTranspose at batch 128 (bf16: 3211411 B = 1 MiB + 2 MiB + 65536 + 147). In 16-bit the copies
+    pad the channel counts to a multiple of 8 (tensor-core tiles): dcgan's 32->3 ConvTranspose asked
+    for 532627 B at batch 16 and 4202643 B at batch 128 in bf16, that is the output with 8 channels.
+    What no static rule predicts: the grad-weight call often asks for more (a split-K buffer of 8x
+    the filter, or cnn_bn's 140 MiB at batch 64 in fp32, 17.5x its input, which is 10 MiB at batch 32
+    and 560 MiB at batch 256 for the same layer), and some calls take an engine with no workspace."""
+    def padded(t: Tensor, channel_dims: tuple[int, ...]) -> int:
+        if t.dtype not in ("bfloat16", "float16"):
+            return t.nbytes
+        shape = list(t.shape)
+        for i in channel_dims:
+            if -len(shape) <= i < len(shape) and isinstance(shape[i], int):
+                shape[i] = -(-shape[i] // 8) * 8
+        return math.prod(shape) * ITEMSIZE.get(t.dtype, 4)
+
+    chan = -d - 1  # (N, C, *spatial): the channel dimension
+    total = padded(x, (chan,)) + padded(out, (chan,))
+    if w is not None:
+        total += padded(w, (0, 1))
+    return total
+
+
+def cuda_linear_input(it: Interpreter, x: Tensor, xs: Tensor, bias: bool) -> Tensor:
+    """What a linear layer multiplies on CUDA (torch 2.11 at::linear), given its input `x` and its
+    autocast cast `xs` (a cast keeps x's strides):
+    - a bias and a contiguous input (or a 2-D one) take addmm, which runs cuBLASLt when there is more
+      than one row: the step then holds cuBLASLt's own workspace (`Recorder.cublaslt`);
+    - a non-contiguous input of 3 or more dimensions takes matmul, which reshapes it into a
+      contiguous copy first; mm saves that copy.
+    Measured on the H200 (bench/vram/cuda_results*.json and the allocator snapshots of the same runs): the
+    1 MiB block that the first Linear's forward allocates right after the 32 MiB cuBLAS workspace, in
+    every script with a biased Linear on a contiguous input (mlp, cnn_bn, resnet, gpt, vit, vae,
+    gru_seq2seq's bridge, recommender, audio_conv1d) and never in lstm_lm, whose only Linear reads the
+    batch_first LSTM output (a transposed view): there the forward instead allocates a 16x35x256 fp32
+    copy (573440 B at batch 16) that is freed in backward right after the Linear's."""
+    if it.device != "cuda":
+        return xs
+    if not x.contiguous and len(x.shape) >= 3:
+        return it.record(Tensor(xs.shape, xs.dtype), [xs], [])
+    rows = math.prod(x.shape[:-1]) if len(x.shape) >= 2 else 1
+    if bias and rows > 1 and it.recorder is not None:
+        it.recorder.cublaslt = True
+    return xs
 
 
 def cpu_conv_uses_onednn(x: Tensor, ks: tuple[Any, ...], ss: tuple[Any, ...], ds: tuple[Any, ...], groups: Any) -> bool:
@@ -1078,10 +1151,20 @@ def rnn(it: Interpreter, mod: Module, x: Tensor) -> Any:
     inner = Tensor((saved_bytes // itemsize,), dtype)
     layer_outputs = [] if cudnn else [Tensor((t_len, b, out_h), dtype) for _ in range(layers - 1)]
     out = Tensor((b, t_len, out_h) if batch_first else (t_len, b, out_h), dtype)
-    # cuDNN's workspace is live while the forward and the backward kernels run (not saved): 16 to 20 MiB at
-    # small batches on the H200, growing with batch*steps in a way not modelled (up to 64 MiB at batch 128)
+    # cuDNN's workspace is live while the forward and the backward kernels run (not saved). Only a floor is
+    # modelled: on the H200 it is exactly linear in the batch per layer configuration, but its coefficients
+    # do not follow from the shapes (GRU bi T=30 H=128: 17367296 + 391176*B bytes; GRU T=25 H=128:
+    # 8683776 + 246280*B; 2-layer LSTM T=35 H=256: 20447488 + 217608*B; bf16 halves the slope), see
+    # docs/vram-accuracy.md; bench/vram/cudnn_probe.py is the grid that can separate the terms
     work = CUDNN_RNN_WORKSPACE if cudnn else 0
-    out = it.record(out, [xs, *ws], [xs, *ws, inner, *layer_outputs], params=mod, extra_transient=work, backward_transient=work)
+    saved = [xs, *ws, inner, *layer_outputs]
+    if cudnn:
+        # cuDNN computes in (T, B, H) order: a batch_first output is the transposed view of that buffer,
+        # and _cudnn_rnn's backward saves the output (the H200 snapshots: the GRU/LSTM output block is
+        # freed by the autograd thread after the RNN's backward, not when the next layer is done with it)
+        out = Tensor(out.shape, dtype, contiguous=not batch_first)
+        saved.append(out)
+    out = it.record(out, [xs, *ws], saved, params=mod, extra_transient=work, backward_transient=work)
     hn = Tensor((layers * dirs, b, proj or h), dtype, requires_grad=out.requires_grad)
     if mod.type == "LSTM":
         cn = Tensor((layers * dirs, b, h), dtype, requires_grad=out.requires_grad)

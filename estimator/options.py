@@ -23,6 +23,13 @@ CUBLAS_WORKSPACE_OLDER = 2 * 4096 * 1024 + 8 * 16 * 1024
 _PRE_HOPPER = ("a100", "v100", "t4", "l4", "a10", "rtx-", "l40", "a6000")
 
 
+# cuBLASLt (addmm with a bias: Linear on a contiguous input) has its own workspace, CUBLASLT_WORKSPACE_SIZE,
+# 1 MiB by default (torch 2.11), allocated by the first such GEMM of the thread that runs forward and kept
+# (measured on the H200: one 1 MiB block, never freed, in every script with such a Linear; none in the
+# autograd thread, whose GEMMs have no bias epilogue)
+CUBLASLT_WORKSPACE = 1024**2
+
+
 def cublas_workspace(gpu: str | None) -> int:
     name = (gpu or "").strip().lower().replace("_", "-")
     return CUBLAS_WORKSPACE_OLDER if name.startswith(_PRE_HOPPER) else CUBLAS_WORKSPACE_HOPPER
