@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from torch_preflight.core.names import dotted, tail
 from torch_preflight.core.semantic import ModuleModel
@@ -61,6 +62,7 @@ TRANSFORMER_CLASS = re.compile(
     r"TfidfVectorizer|TfidfTransformer|CountVectorizer|HashingVectorizer_?|SimpleImputer|KNNImputer|IterativeImputer|TargetEncoder)$"
 )
 OVERSAMPLER_CLASS = re.compile(r"^(SMOTE|SMOTEN|SMOTENC|SVMSMOTE|BorderlineSMOTE|KMeansSMOTE|ADASYN|RandomOverSampler|SMOTETomek|SMOTEENN)$")
+RESAMPLE_FUNCTIONS = frozenset({"sklearn.utils.resample", "sklearn.utils._indexing.resample"})
 STAT_METHODS = frozenset({"mean", "std", "var", "min", "max", "nanmean", "nanstd", "amin", "amax", "median", "quantile", "percentile"})
 _Pos = tuple[int, int]
 
@@ -131,9 +133,11 @@ class _Part:
     for_nodes: dict[int, ast.For | ast.AsyncFor]
     classes: dict[str, ast.ClassDef]
     fits: list[tuple[str, str, _Pos, ast.Call]]
-    # `resolve_call` of every call in the statement, under the import map `resolved_for`
+    # `resolve_call` of every call in the statement, and the answers of `calls_where` / `defs_where`
+    # for its scopes, under the import map `resolved_for`
     resolved: dict[int, tuple[ast.Call, str | None]] = field(default_factory=dict)
     resolved_for: object = None
+    memo: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
 
 
 class DataFlow:
@@ -152,6 +156,8 @@ class DataFlow:
         self._resolved: dict[int, tuple[ast.Call, str | None]] = {}  # resolve_call, by node (the entry keeps it alive)
         self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
+        self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
+        self._part_of: dict[int, _Part] = {}  # id of a piece's scope (its module-level one too) -> the piece
         if model.tree is not None:
             parts = model.__dict__.get("_tpf_dataflow_parts")  # set by core/incremental.py
             if parts is None:
@@ -191,6 +197,7 @@ class DataFlow:
         module = Scope("", tree, None, None)
         self.scopes[""] = module
         imports = tuple(sorted(self.imports.aliases.items()))
+        self._parts = parts_in_order = []
         for stmt in tree.body:
             entry = parts.get(id(stmt))
             if entry is None or entry[0] is not stmt:
@@ -198,9 +205,12 @@ class DataFlow:
                 parts[id(stmt)] = entry
             part = entry[1]
             if part.resolved_for != imports:  # resolved once per statement and import map, not per version
-                part.resolved = {id(n): (n, self._resolve(n)) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
-                part.resolved_for = imports
+                calls = (c for scope in (part.module, *part.scopes.values()) for c in scope.calls)  # all but lambdas'
+                part.resolved = {id(c): (c, self._resolve(c)) for c in calls}
+                part.resolved_for, part.memo = imports, {}
             self._resolved.update(part.resolved)
+            parts_in_order.append(part)
+            self._part_of.update((id(scope), part) for scope in (part.module, *part.scopes.values()))
             for name, defs in part.module.defs.items():
                 module.defs.setdefault(name, []).extend(defs)
             module.returns.extend(part.module.returns)
@@ -339,6 +349,33 @@ class DataFlow:
     def all_defs(self) -> Iterator[Def]:
         for scope in self.scopes:
             yield from self.defs_in(scope)
+
+    # --- module-wide searches that the language server answers per top-level statement ---
+
+    def calls_where(self, key: str, keep: Callable[[ast.Call], bool]) -> Iterator[tuple[Scope, ast.Call]]:
+        """Every call of every scope (in `scopes` order) that `keep` accepts. `keep` may read the
+        call node and `resolve_call` only, nothing else of the module: under the language server
+        each top-level statement keeps its answers (by `key`) across edits of the others."""
+        for scope in list(self.scopes.values()):
+            for call in self._per_piece(key, scope, lambda sc: [c for c in sc.calls if keep(c)]):
+                yield scope, call
+
+    def defs_where(self, key: str, keep: Callable[[Def], bool]) -> list[Def]:
+        """Every definition that `keep` accepts (in no particular order), on the same terms."""
+        return [d for scope in self.scopes.values() for d in self._per_piece(key, scope, lambda sc: [d for ds in sc.defs.values() for d in ds if keep(d)])]
+
+    def _per_piece(self, key: str, scope: Scope, search: Callable[[Scope], list[Any]]) -> list[Any]:
+        if not scope.qualname and self._parts is not None:  # the module scope, merged from every piece's
+            return [found for part in self._parts for found in self._memo(key, part, part.module, search)]
+        part = self._part_of.get(id(scope))
+        return search(scope) if part is None else self._memo(key, part, scope, search)
+
+    @staticmethod
+    def _memo(key: str, part: _Part, scope: Scope, search: Callable[[Scope], list[Any]]) -> list[Any]:
+        found = part.memo.get((key, id(scope)))  # the piece holds its scopes: their ids stay theirs
+        if found is None:
+            found = part.memo[(key, id(scope))] = search(scope)
+        return found
 
     def local_function(self, callee: str | None, scope: str) -> Scope | None:
         if not callee or "." in callee:
@@ -545,7 +582,7 @@ class DataFlow:
         callee = self.resolve_call(call)
         if callee and tail(callee) in STAT_METHODS and callee.split(".")[0] in ("numpy", "torch") and call.args and _global_axis(call, 1):
             return "stat"
-        if callee in ("sklearn.utils.resample", "sklearn.utils._indexing.resample") and call.args:
+        if callee in RESAMPLE_FUNCTIONS and call.args:
             replace = next((k.value for k in call.keywords if k.arg == "replace"), None)
             if not (isinstance(replace, ast.Constant) and replace.value is False):
                 return "resample"

@@ -41,9 +41,12 @@ class _Piece:
     loops: dict[int, Loop]
 
 
-def _import_nodes(body: list[ast.stmt]) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
-    """Import nodes in the order `ast.walk` visits them (breadth first), with their depth."""
-    found = []
+def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
+    """Import nodes in the order `ast.walk` visits them (breadth first), with their depth;
+    `code` is the statements' text: without the keyword there is nothing to walk for."""
+    found: list[tuple[int, int, ast.Import | ast.ImportFrom]] = []
+    if "import" not in code:
+        return found
     queue: deque[tuple[int, ast.AST]] = deque((1, stmt) for stmt in body)
     index = 0
     while queue:
@@ -88,7 +91,7 @@ class IncrementalBuilder:
             key = (start, code)
             entry = self._parsed.get(key, False)
             if entry is False:
-                entry = _Parsed(given[index], _import_nodes(given[index])) if given is not None else _parse_chunk(start, code)
+                entry = _Parsed(given[index], _import_nodes(given[index], code)) if given is not None else _parse_chunk(start, code)
             new_parsed[key] = entry  # type: ignore[assignment]
             if entry is None:
                 self._parsed = new_parsed
@@ -201,7 +204,7 @@ def _parse_chunk(start: int, code: str) -> _Parsed | None:
             tree = ast.parse("\n" * start + code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _Parsed(tree.body, _import_nodes(tree.body))
+    return _Parsed(tree.body, _import_nodes(tree.body, code))
 
 
 def _replay_import(imports: ImportMap, node: ast.Import | ast.ImportFrom, module_name: str) -> None:

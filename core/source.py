@@ -76,8 +76,14 @@ class SourceText:
     def slice(self, span: Span) -> str:
         return self.text[self.offset(span.start) : self.offset(span.end)]
 
+    @cached_property
+    def is_ascii(self) -> bool:
+        return self.text.isascii()
+
     def char_col(self, line: int, utf8_col: int) -> int:
         """Convert a UTF-8 byte column (as `ast` reports it) into a code-point column."""
+        if self.is_ascii:
+            return utf8_col
         text = self.line(line)
         if text.isascii():
             return utf8_col

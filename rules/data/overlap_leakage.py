@@ -78,7 +78,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from torch_preflight.core.dataflow import TEST, TRAIN, VAL, DataFlow, Def, pos, span_of
+from torch_preflight.core.dataflow import RESAMPLE_FUNCTIONS, TEST, TRAIN, VAL, DataFlow, Def, pos, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import dotted, tail
 from torch_preflight.rules.base import Context, RuleMeta, report
@@ -116,29 +116,28 @@ _RANDOM = re.compile(r"^(numpy\.random\.|torch\.(randn|rand|randn_like|rand_like
 def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(ctx.model)
     found: dict[int, list[tuple[ast.Call, tuple[ast.expr, ast.expr | None], ast.AST]]] = {}
-    for scope in list(flow.scopes.values()):
-        for call in scope.calls:
-            # A method other than these is never "resample" to taint_kind (its resolved name keeps the attribute).
-            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
-            if method in (None, "fit_resample", "resample") and flow.taint_kind(call, scope.qualname) == "resample":
-                where = flow.leak_site(call, scope.qualname, frozenset({TRAIN, VAL, TEST}))
-                if where is None:
-                    continue
-                yield report(
-                    META,
-                    span_of(ctx.model, call),
-                    f"`{ast.unparse(call.func)}` copies rows before the data is split, so copies of a sample end up in both "
-                    "the training and the test part; resample the training part only",
-                    related=[Related(span_of(ctx.model, where), "the data is split here")],
-                )
+    for scope, call in flow.calls_where(META.code, lambda c: _may_copy(flow, c)):
+        # A method other than these is never "resample" to taint_kind (its resolved name keeps the attribute).
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+        if method in (None, "fit_resample", "resample") and flow.taint_kind(call, scope.qualname) == "resample":
+            where = flow.leak_site(call, scope.qualname, frozenset({TRAIN, VAL, TEST}))
+            if where is None:
                 continue
-            copied = _copies(flow, call, scope.qualname)
-            if copied is None:
-                continue
-            split = _split_of(flow, call)
-            if split is None:
-                continue
-            found.setdefault(id(split), []).append((call, copied, split))
+            yield report(
+                META,
+                span_of(ctx.model, call),
+                f"`{ast.unparse(call.func)}` copies rows before the data is split, so copies of a sample end up in both "
+                "the training and the test part; resample the training part only",
+                related=[Related(span_of(ctx.model, where), "the data is split here")],
+            )
+            continue
+        copied = _copies(flow, call, scope.qualname)
+        if copied is None:
+            continue
+        split = _split_of(flow, call)
+        if split is None:
+            continue
+        found.setdefault(id(split), []).append((call, copied, split))
     for candidates in found.values():
         # one finding per split: the augmentation rather than the label copy that goes with it
         call, (base, variant), split = min(candidates, key=lambda c: (c[1][1] is None, pos(c[0])))
@@ -154,6 +153,13 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             f"on both the training and the test side; split first and {'augment' if variant is not None else 'copy'} the training part only",
             related=[Related(span_of(ctx.model, split), "the data is split here")],
         )
+
+
+def _may_copy(flow: DataFlow, call: ast.Call) -> bool:
+    """Whether the call can resample or concatenate rows, from the call alone."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("fit_resample", "resample"):
+        return True
+    return (flow.resolve_call(call) or "") in _CONCAT or flow.resolve_call(call) in RESAMPLE_FUNCTIONS
 
 
 def _copies(flow: DataFlow, call: ast.Call, scope: str) -> tuple[ast.expr, ast.expr | None] | None:

@@ -68,26 +68,32 @@ _FIT_OR_STAT = frozenset({"fit", "fit_transform"}) | STAT_METHODS
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(ctx.model)
-    for scope in list(flow.scopes.values()):
-        for call in scope.calls:
-            if isinstance(call.func, ast.Attribute) and call.func.attr not in _FIT_OR_STAT:
-                continue  # cheap: most calls are methods of other names
-            kind = flow.taint_kind(call, scope.qualname)
-            if kind not in ("fit", "stat"):
-                continue
-            where = flow.leak_site(call, scope.qualname, frozenset({TEST, VAL}))
-            if where is None:
-                continue
-            data = flow.tainted_input(call)
-            what = _describe(flow, call, scope.qualname)
-            data_text = ast.unparse(data) if data is not None else "the data"
-            yield report(
-                META,
-                span_of(ctx.model, call),
-                f"{what} is computed on `{data_text}` before it is split, so the test rows leak into it; "
-                "fit it on the training part only",
-                related=[Related(span_of(ctx.model, where), "the data is split (or a test part is built) here")],
-            )
+    for scope, call in flow.calls_where(META.code, lambda c: _may_taint(flow, c)):
+        kind = flow.taint_kind(call, scope.qualname)
+        if kind not in ("fit", "stat"):
+            continue
+        where = flow.leak_site(call, scope.qualname, frozenset({TEST, VAL}))
+        if where is None:
+            continue
+        data = flow.tainted_input(call)
+        what = _describe(flow, call, scope.qualname)
+        data_text = ast.unparse(data) if data is not None else "the data"
+        yield report(
+            META,
+            span_of(ctx.model, call),
+            f"{what} is computed on `{data_text}` before it is split, so the test rows leak into it; "
+            "fit it on the training part only",
+            related=[Related(span_of(ctx.model, where), "the data is split (or a test part is built) here")],
+        )
+
+
+def _may_taint(flow: DataFlow, call: ast.Call) -> bool:
+    """Whether `taint_kind` can call the call a fit or a statistic, from the call alone: a
+    method of those names, or a numpy / torch statistic function."""
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr in _FIT_OR_STAT  # the resolved name of a method keeps the attribute
+    callee = flow.resolve_call(call)
+    return bool(callee) and tail(callee) in STAT_METHODS and callee.partition(".")[0] in ("numpy", "torch")
 
 
 def _describe(flow: DataFlow, call: ast.Call, scope: str) -> str:

@@ -77,7 +77,19 @@ import ast
 import re
 from collections.abc import Iterator
 
-from torch_preflight.core.dataflow import TEST, VAL, DataFlow, Def, Info, keyword_side, pos, side_of_name, span_of, unwrap_iter
+from torch_preflight.core.dataflow import (
+    SPLIT_FUNCTIONS,
+    TEST,
+    VAL,
+    DataFlow,
+    Def,
+    Info,
+    keyword_side,
+    pos,
+    side_of_name,
+    span_of,
+    unwrap_iter,
+)
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import dotted, tail
 from torch_preflight.core.semantic import Kind, ModuleModel
@@ -266,11 +278,11 @@ def _validation_split(flow: DataFlow) -> Def | None:
     three-way `random_split`, `X_val` of a second `train_test_split`), a dataset built with
     `split="val"`, or a loader or dataset named val/valid/dev that is not built from the
     test data. A validation *metric* (`val_loss`) is no split."""
-    for d in sorted(flow.all_defs(), key=lambda d: d.at):
-        if d.kind not in ("assign", "with") or d.stmt is None or d.value is None:
-            continue
+    # by position; a tie (one unpacking) by name, so the order the definitions come in never matters
+    for d in sorted(flow.defs_where("TPF202.validation", lambda d: _may_be_validation(flow, d)), key=lambda d: (d.at, d.name)):
         value, last = d.value, tail(d.name)
-        named = bool(_VAL_NAME.search(last)) and not _NOT_DATA.match(last)
+        assert value is not None
+        named = _val_named(last)
         if flow.split_input(value, d.scope) is not None:
             found = d.index is not None and flow.own_side(d) == VAL and (named or side_of_name(d.name) is None)
         elif isinstance(value, ast.Call) and (
@@ -286,6 +298,34 @@ def _validation_split(flow: DataFlow) -> Def | None:
         if found and TEST not in flow.def_info(d).sides:
             return d
     return None
+
+
+def _may_select(call: ast.Call) -> bool:
+    """A method call that `check` can report: a fit, or a step (of a scheduler)."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr in (*_FITS, "step")
+
+
+def _val_named(name: str) -> bool:
+    return bool(_VAL_NAME.search(name)) and not _NOT_DATA.match(name)
+
+
+def _may_be_validation(flow: DataFlow, d: Def) -> bool:
+    """What `_validation_split` can accept, from the definition alone: named like a validation
+    part, or built by a call that splits or says `split="val"`."""
+    if d.kind not in ("assign", "with") or d.stmt is None or d.value is None:
+        return False
+    if _val_named(tail(d.name)):
+        return True
+    value = d.value
+    if not isinstance(value, ast.Call):
+        return False
+    callee = flow.resolve_call(value) or ""
+    return (
+        keyword_side(value) == VAL
+        or callee in SPLIT_FUNCTIONS
+        or tail(callee) in ("train_test_split", "random_split")
+        or (isinstance(value.func, ast.Attribute) and value.func.attr == "split")
+    )
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
@@ -306,41 +346,39 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             )
     validation = _validation_split(flow)
     metrics = _Metrics(flow)
-    for scope in list(flow.scopes.values()):
-        for call in scope.calls:
-            func = call.func
-            if not isinstance(func, ast.Attribute):
-                continue
-            if func.attr in _FITS and call.args and only_test(flow.info(call.args[0], scope.qualname)):
-                yield report(
-                    META,
-                    span_of(model, call),
-                    f"`{ast.unparse(func)}` is fitted on `{ast.unparse(call.args[0])}`, which comes from the test split",
-                )
-                continue
-            if validation is None:
-                continue
-            validation_data = next((k.value for k in call.keywords if k.arg == "validation_data"), None)
-            if func.attr == "fit" and validation_data is not None and only_test(flow.info(validation_data, scope.qualname)):
-                yield report(
-                    META,
-                    span_of(model, validation_data),
-                    "Early stopping and model selection use the test split although a validation split exists; "
-                    "pass the validation data here",
-                )
-            elif (
-                func.attr == "step"
-                and call.args
-                and model.kind_of(dotted(func.value), scope.qualname) is Kind.SCHEDULER
-                and metrics.only_test(call.args[0], scope.qualname)
-            ):
-                yield report(
-                    META,
-                    span_of(model, call),
-                    f"The learning-rate schedule is driven by `{_first_test_name(metrics, call.args[:1], scope.qualname) or ast.unparse(call.args[0])}`, "
-                    f"computed on the test split, although a validation split exists (`{validation.name}`); step it with the validation metric",
-                    related=_related(model, flow, metrics, call.args, scope.qualname, validation),
-                )
+    for scope, call in flow.calls_where(META.code, _may_select):
+        func = call.func
+        assert isinstance(func, ast.Attribute)
+        if func.attr in _FITS and call.args and only_test(flow.info(call.args[0], scope.qualname)):
+            yield report(
+                META,
+                span_of(model, call),
+                f"`{ast.unparse(func)}` is fitted on `{ast.unparse(call.args[0])}`, which comes from the test split",
+            )
+            continue
+        if validation is None:
+            continue
+        validation_data = next((k.value for k in call.keywords if k.arg == "validation_data"), None)
+        if func.attr == "fit" and validation_data is not None and only_test(flow.info(validation_data, scope.qualname)):
+            yield report(
+                META,
+                span_of(model, validation_data),
+                "Early stopping and model selection use the test split although a validation split exists; "
+                "pass the validation data here",
+            )
+        elif (
+            func.attr == "step"
+            and call.args
+            and model.kind_of(dotted(func.value), scope.qualname) is Kind.SCHEDULER
+            and metrics.only_test(call.args[0], scope.qualname)
+        ):
+            yield report(
+                META,
+                span_of(model, call),
+                f"The learning-rate schedule is driven by `{_first_test_name(metrics, call.args[:1], scope.qualname) or ast.unparse(call.args[0])}`, "
+                f"computed on the test split, although a validation split exists (`{validation.name}`); step it with the validation metric",
+                related=_related(model, flow, metrics, call.args, scope.qualname, validation),
+            )
     if validation is not None and model.tree is not None:
         yield from _selection_on_test(ctx, flow, metrics, validation)
 
