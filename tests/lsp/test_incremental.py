@@ -248,6 +248,82 @@ def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]
     doc.close()
 
 
+# Data leakage across statements (TPF201/202/203), for the per-statement memos of
+# `DataFlow.calls_where` / `defs_where`: a fit in one function, the split in another statement.
+DATA_BASE = '''import numpy as np
+import torch
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+X = np.load("x.npy")
+y = np.load("y.npy")
+
+
+def augment(data):
+    return data[:, ::-1]
+
+
+def scale(data):
+    scaler = StandardScaler()
+    scaler.fit(data)
+    return scaler
+
+
+scaler = StandardScaler()
+scaler.fit(X)
+X_all = np.concatenate([X, augment(X)])
+X_train, X_test, y_train, y_test = train_test_split(X_all, y)
+X_tr, X_val = train_test_split(X_train)
+data = np.load("f.npy")
+data = (data - data.mean(axis=0)) / data.std(axis=0)
+A_train, A_test = train_test_split(data)
+
+
+def select(model, sched):
+    for epoch in range(3):
+        acc = (model(X_test) == y_test).mean()
+        sched.step(acc)
+'''
+DATA_PASTES = [
+    "X_val = X_test\n", "from numpy import mean\n", "scaler.fit(X_train)\n", "X = X_train\n", "#", "\n",
+    "    data = data[:10]\n", "mean", "X_all", "train_test_split", "sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)\n",
+]
+data_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(DATA_PASTES), st.text(max_size=3)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(data_edit, min_size=1, max_size=6))
+def test_data_flow_memos_match_full_analysis(edits: list[tuple[float, float, str]]) -> None:
+    doc = Document("file:///tmp/prop/d.py", DATA_BASE, 0)
+    expected = DATA_BASE
+    config = Config(select=("ALL",))
+    assert {"TPF201", "TPF203"} <= {d.code for d in doc.analysis(config).diagnostics}
+    for version, (a, b, new) in enumerate(edits, start=1):
+        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
+        end = min(end, start + 20)
+        change = types.TextDocumentContentChangePartial(range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new)
+        doc.update([change], version, convert.UTF16)
+        expected = expected[:start] + new + expected[end:]
+        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(expected, doc.path, config))
+    doc.close()
+
+
+def test_an_import_edit_renews_the_data_flow_memos() -> None:
+    # `cat` is no concatenation until it is imported as one: the per-statement answers of
+    # `calls_where` for the unchanged statements must not survive the new import map.
+    text = DATA_BASE.replace("X_all = np.concatenate([X, augment(X)])", "X_all = cat([X, augment(X)])")
+    doc = Document("file:///tmp/prop/i.py", text, 0)
+    config = Config(select=("ALL",))
+    assert "TPF203" not in {d.code for d in doc.analysis(config).diagnostics}
+    assert text.splitlines()[1] == "import torch"  # replaced in place: the other statements keep their nodes
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=types.Position(1, 0), end=types.Position(1, 12)),
+                                                       text="from numpy import concatenate as cat")], 1, convert.UTF16)
+    after = doc.analysis(config)
+    assert "TPF203" in {d.code for d in after.diagnostics}
+    assert diagnostics(after) == diagnostics(analyze(doc.text, doc.path, config))
+    doc.close()
+
+
 def test_an_edit_reuses_the_training_model_of_the_functions_it_cannot_affect() -> None:
     doc = Document("file:///tmp/prop/t.py", SCOPED_BASE, 0)
     config = Config(select=("ALL",))
