@@ -7,6 +7,7 @@ that the diff parser mutates in place is never read while it is being reparsed.
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 import warnings
 from collections.abc import Callable
@@ -29,7 +30,13 @@ from torch_preflight.scoped import ScopedChecker
 from . import convert
 
 log = logging.getLogger(__name__)
-_GRAMMAR = parso.load_grammar()
+
+
+@functools.cache
+def _grammar() -> Any:
+    """parso's grammar, loaded when the first document is primed (not before the first diagnostics)."""
+    return parso.load_grammar()
+
 CELL_SCHEME = "vscode-notebook-cell"  # a notebook cell sent as a plain text document
 
 
@@ -130,7 +137,7 @@ class Document:
         parse costs about 0.5 s on 3,000 lines), so the server calls this after publishing."""
         if not self.primed and not self.is_cell:
             try:
-                _GRAMMAR.parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
+                _grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
                 self.primed = True
             except Exception:
                 log.exception("parso failed for %s", self.uri)
@@ -148,7 +155,7 @@ class Document:
                 tree = None
             if tree is not None:
                 return [min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1 for stmt in tree.body], tree
-        module = _GRAMMAR.parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
+        module = _grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
         self.primed = True
         return [child.start_pos[0] - 1 for child in module.children if child.type != "endmarker"], None
 
@@ -188,4 +195,4 @@ class Document:
 
     def close(self) -> None:
         self.primed = False
-        parser_cache.get(_GRAMMAR._hashed, {}).pop(self.parso_key, None)  # type: ignore[attr-defined]
+        parser_cache.get(_grammar()._hashed, {}).pop(self.parso_key, None)
