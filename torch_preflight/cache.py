@@ -6,8 +6,16 @@ cache folder (`$XDG_CACHE_HOME/torch-preflight`, `~/.cache/torch-preflight`) whe
 no project root; `TORCH_PREFLIGHT_CACHE_DIR` or `--cache-dir` choose another folder.
 
 An entry maps a file's absolute path to the hash of its bytes, its serialised
-diagnostics and syntax errors, and the other project files its analysis read (path,
-mtime, size): the entry is stale when any of them changed. The fingerprint covers the version, the configuration
+diagnostics and syntax errors, the other project files its analysis read (path,
+mtime, size): the entry is stale when any of them changed, and the file's own stat
+(size, mtime_ns, ctime_ns) when it was read. A later run whose stat of the file is the
+same trusts the entry without reading or hashing the file (as git's index and ruff's
+cache do); when the stat differs, the hash decides, and a matching hash only refreshes
+the stored stat (a `touch` costs one hash, once). Any write changes ctime, even one that
+keeps the size and restores the mtime with `os.utime`, so such an edit is re-analysed
+too. A stat is recorded only when the file's mtime and ctime are older than
+`SETTLE_NS` at the time it was read ("racily clean" files, modified within the
+timestamp granularity of the read, are always hashed). The fingerprint covers the version, the configuration
 (rule selection, per-file ignores, preview, estimator settings) and a stamp of the
 analysis code itself (sizes and mtimes of the core/rules/estimator modules), so a
 development checkout never serves results of older rules. A corrupt or unreadable cache
@@ -20,24 +28,48 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
+import stat
 import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch_preflight import __version__
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Related, Severity
 from torch_preflight.core.parse import SyntaxProblem
-from torch_preflight.core.project import Dependency
 from torch_preflight.core.source import Position, Span
 
+if TYPE_CHECKING:
+    from torch_preflight.core.project import Dependency
+
 CACHE_DIR_NAME = ".torch-preflight-cache"
-FORMAT = 2
+FORMAT = 3
 STALE_AFTER = 30 * 24 * 3600  # seconds
+SETTLE_NS = 2_000_000_000  # a file modified less than this before it was read is never trusted by its stat
+
+StatKey = tuple[int, int, int]  # (size, mtime_ns, ctime_ns)
+
+
+def stat_key(st: os.stat_result, now_ns: int) -> StatKey | None:
+    """The stat to store for a regular file read at (or after) `now_ns`, or None when it is too
+    recent to be trusted: an edit within the same timestamp tick would leave the stat unchanged."""
+    if not stat.S_ISREG(st.st_mode) or max(st.st_mtime_ns, st.st_ctime_ns) >= now_ns - SETTLE_NS:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _unchanged(path: str, mtime_ns: int, size: int) -> bool:
+    """`core.project.Dependency.unchanged`, without importing the analysis modules."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_mtime_ns == mtime_ns and st.st_size == size
 
 
 def content_hash(data: bytes) -> str:
@@ -46,13 +78,13 @@ def content_hash(data: bytes) -> str:
 
 @lru_cache(maxsize=1)
 def code_stamp() -> str:
-    """Sizes and mtimes of the modules that produce diagnostics."""
-    import torch_preflight.core
-    import torch_preflight.estimator
-    import torch_preflight.rules
-
+    """Sizes and mtimes of the modules that produce diagnostics (found without importing them)."""
     digest = hashlib.blake2b(digest_size=16)
-    roots = [Path(m.__file__).parent for m in (torch_preflight.core, torch_preflight.rules, torch_preflight.estimator) if m.__file__]
+    roots: list[Path] = []
+    for name in ("torch_preflight.core", "torch_preflight.rules", "torch_preflight.estimator"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            roots.append(Path(spec.origin).parent)
     files = [Path(__file__).with_name("analyze.py")]
     for root in roots:
         for folder, _dirs, names in os.walk(root):
@@ -161,12 +193,9 @@ class Cache:
         ):
             self.entries = data["files"]
 
-    def get(self, path: str, digest: str) -> Entry | None:
-        raw = self.entries.get(path)
-        if not isinstance(raw, list) or len(raw) != 4 or raw[0] != digest:
-            return None
+    def _entry(self, path: str, raw: Any) -> Entry | None:
         try:
-            if not all(Dependency(str(p), int(m), int(n)).unchanged() for p, m, n in raw[3]):
+            if not all(_unchanged(str(p), int(m), int(n)) for p, m, n in raw[3]):
                 return None  # a module it imports from has changed
             entry = Entry(
                 [load_diagnostic(d) for d in raw[1]],
@@ -179,6 +208,28 @@ class Cache:
         self.hits += 1
         return entry
 
+    def get_clean_by_stat(self, path: str, key: StatKey | None) -> Entry | None:
+        """The entry of a file whose stat is the one stored with it, when it holds no findings and no
+        syntax errors (so that nothing needs the file's text): a hit without reading the file."""
+        if key is None:
+            return None
+        raw = self.entries.get(path)
+        if not isinstance(raw, list) or len(raw) != 5 or raw[1] or raw[2] or not isinstance(raw[4], list):
+            return None
+        if tuple(raw[4]) != key:
+            return None
+        return self._entry(path, raw)
+
+    def get(self, path: str, digest: str, key: StatKey | None = None) -> Entry | None:
+        raw = self.entries.get(path)
+        if not isinstance(raw, list) or len(raw) != 5 or raw[0] != digest:
+            return None
+        entry = self._entry(path, raw)
+        if entry is not None and key is not None and raw[4] != list(key):
+            raw[4] = list(key)  # same bytes, new stat (touched, copied): trust the new stat from now on
+            self.dirty = True
+        return entry
+
     def put(
         self,
         path: str,
@@ -186,6 +237,7 @@ class Cache:
         diagnostics: list[Diagnostic],
         syntax_errors: list[SyntaxProblem],
         dependencies: tuple[Dependency, ...] = (),
+        key: StatKey | None = None,
     ) -> None:
         if self.file is None:
             return
@@ -194,6 +246,7 @@ class Cache:
             [dump_diagnostic(d) for d in diagnostics],
             [[p.message, p.position.line, p.position.col] for p in syntax_errors],
             [[d.path, d.mtime_ns, d.size] for d in dependencies],
+            list(key) if key is not None else None,
         ]
         self.dirty = True
 

@@ -12,18 +12,20 @@ import contextlib
 import io
 import json
 import os
+import stat
 import sys
+import time
 import tomllib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from torch_preflight import __version__
+from torch_preflight.cache import stat_key
 from torch_preflight.core.config import Config, ConfigError, config_from_table, find_pyproject, load_config
-from torch_preflight.files import Excluder, ReadError, display_path, read_bytes, read_source, walk
+from torch_preflight.files import MAX_FILE_SIZE, Excluder, ReadError, display_path, read_bytes, read_source, walk
 from torch_preflight.reporters import FORMATS, FileError, Report
-from torch_preflight.rules.registry import BY_CODE, BY_NAME, SelectionError, validate_codes
 from torch_preflight.runner import Options, RunOutput, Target, run
 
 PROG = "torch-preflight"
@@ -182,16 +184,28 @@ def load_config_file(path: Path) -> Config:
     return config_from_table(table, root=path.resolve().parent, source=str(path))
 
 
-def validate_config(config: Config) -> None:
-    where = f" ({config.source})" if config.source != "defaults" else ""
+def validate_codes(codes: Iterable[str], key: str) -> None:
+    """`rules.registry.validate_codes`, as a UsageError; the rules are imported only for a selector
+    other than `ALL` (always valid), so a fully cached `--select ALL` run never loads them."""
+    rest = [code for code in codes if code.strip().upper() != "ALL"]
+    if not rest:
+        return
+    from torch_preflight.rules.registry import SelectionError
+    from torch_preflight.rules.registry import validate_codes as validate
+
     try:
-        validate_codes(config.select, f"`select`{where}")
-        validate_codes(config.ignore, f"`ignore`{where}")
-        validate_codes(config.extend_select, f"`extend-select`{where}")
-        for pattern, codes in config.per_file_ignores:
-            validate_codes(codes, f"`per-file-ignores.\"{pattern}\"`{where}")
+        validate(rest, key)
     except SelectionError as exc:
         raise UsageError(str(exc)) from None
+
+
+def validate_config(config: Config) -> None:
+    where = f" ({config.source})" if config.source != "defaults" else ""
+    validate_codes(config.select, f"`select`{where}")
+    validate_codes(config.ignore, f"`ignore`{where}")
+    validate_codes(config.extend_select, f"`extend-select`{where}")
+    for pattern, codes in config.per_file_ignores:
+        validate_codes(codes, f"`per-file-ignores.\"{pattern}\"`{where}")
 
 
 class ConfigResolver:
@@ -200,14 +214,13 @@ class ConfigResolver:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self._by_file: dict[Path | None, Config] = {}
+        self._by_folder: dict[str, Config] = {}  # a regular file's config is its folder's
+        self._pyproject_in: dict[str, Path | None] = {}  # resolved folder -> nearest pyproject.toml
         self._explicit: Config | None = None
         select, ignore, extend = _flatten(args.select), _flatten(args.ignore), _flatten(args.extend_select)
-        try:
-            validate_codes(select or (), "--select")
-            validate_codes(ignore or (), "--ignore")
-            validate_codes(extend or (), "--extend-select")
-        except SelectionError as exc:
-            raise UsageError(str(exc)) from None
+        validate_codes(select or (), "--select")
+        validate_codes(ignore or (), "--ignore")
+        validate_codes(extend or (), "--extend-select")
         self.select, self.ignore, self.extend = select, ignore, extend
         if args.config:
             self._explicit = self._finish(load_config_file(Path(args.config)))
@@ -228,10 +241,42 @@ class ConfigResolver:
     def for_path(self, path: Path) -> Config:
         if self._explicit is not None:
             return self._explicit
-        pyproject = find_pyproject(path)
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)  # not a symlink: its pyproject is its folder's
+        except OSError:
+            regular = False
+        if regular:
+            folder = os.path.dirname(path)
+            if folder not in self._by_folder:
+                self._by_folder[folder] = self._config_of(self._nearest_pyproject(os.path.realpath(folder)))
+            return self._by_folder[folder]
+        return self._config_of(find_pyproject(path))
+
+    def _nearest_pyproject(self, folder: str) -> Path | None:
+        """`find_pyproject` of an existing, resolved folder, remembering every folder it walked."""
+        walked: list[str] = []
+        found: Path | None = None
+        current = folder
+        while True:
+            if current in self._pyproject_in:
+                found = self._pyproject_in[current]
+                break
+            walked.append(current)
+            candidate = os.path.join(current, "pyproject.toml")
+            if os.path.isfile(candidate):
+                found = Path(candidate)
+                break
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        for name in walked:
+            self._pyproject_in[name] = found
+        return found
+
+    def _config_of(self, pyproject: Path | None) -> Config:
         if pyproject not in self._by_file:
-            start = pyproject.parent if pyproject is not None else path
-            self._by_file[pyproject] = self._finish(load_config(start))
+            self._by_file[pyproject] = self._finish(load_config(pyproject.parent) if pyproject is not None else Config())
         return self._by_file[pyproject]
 
 
@@ -248,12 +293,21 @@ def _discover(args: argparse.Namespace, resolver: ConfigResolver, cwd: Path) -> 
     if not paths and not read_stdin:
         paths = ["."]
 
+    now = time.time_ns()  # taken before any file is read: stat_key() trusts only files older than this
+
     def add(path: Path, config: Config) -> None:
         if path in seen:
             return
         seen.add(path)
         display = display_path(path, cwd)
-        loaded = read_source(path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_SIZE:
+            targets.append(Target(path, display, config, None, stat=stat_key(st, now)))  # read by run() if needed
+            return
+        loaded = read_source(path)  # its error, or its note when too large
         if isinstance(loaded, ReadError):
             if loaded.skipped:
                 notes.append(f"{display}: {loaded.reason}")
@@ -265,7 +319,7 @@ def _discover(args: argparse.Namespace, resolver: ConfigResolver, cwd: Path) -> 
     for raw in paths:
         if raw == "-":
             continue
-        path = Path(os.path.abspath(cwd / raw))
+        path = Path(os.path.abspath(os.path.join(cwd, raw)))
         config = resolver.for_path(path)
         if path.is_dir():
             for file in walk(path, Excluder(config, path)):
@@ -385,6 +439,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _find_rule(code: str) -> Any:
+    from torch_preflight.rules.registry import BY_CODE, BY_NAME
+
     rule = BY_CODE.get(code.upper()) or BY_NAME.get(code.lower())
     if rule is None:
         raise UsageError(f"unknown rule `{code}` (see `torch-preflight rules`)")

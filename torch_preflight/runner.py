@@ -1,7 +1,10 @@
 """Checking many files: cache look-ups, a process pool for the misses, fixes and diffs.
 
-The main process discovers and reads the files (cheap), answers what it can from the
-cache, and hands the rest to `process()`, serially or over a `ProcessPoolExecutor`.
+The main process discovers the files (a stat each), answers what it can from the cache
+(a file whose stat is the one cached with a clean entry is not even read; the others are
+read and hashed), and hands the rest to `process()`, serially or over a
+`ProcessPoolExecutor`. The analysis modules and the process pool are imported only when
+some file must be analysed, so a fully warm run stays light.
 Each file is parsed once per analysis; `--fix` re-analyses only after applying edits,
 until nothing more applies (at most `MAX_FIX_ROUNDS` rounds).
 """
@@ -12,22 +15,30 @@ import difflib
 import os
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from torch_preflight.analyze import Result, analyze
-from torch_preflight.cache import Cache, content_hash
+from torch_preflight.cache import Cache, StatKey, content_hash
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, apply_fixes
 from torch_preflight.core.notebook import Joined, NotebookError, changed_cells, is_notebook_path, join, parse_notebook
 from torch_preflight.core.notebook import apply_fixes as apply_notebook_fixes
 from torch_preflight.core.parse import SyntaxProblem
-from torch_preflight.core.project import Dependency
 from torch_preflight.core.source import SourceText
-from torch_preflight.files import Loaded, encode
+from torch_preflight.files import Loaded, ReadError, encode, read_source
 from torch_preflight.reporters import FileError, FileResult, Report
+
+if TYPE_CHECKING:
+    from torch_preflight.analyze import Result
+    from torch_preflight.core.project import Dependency
+
+
+def analyze(text: str, path: str = "<stdin>", config: Config | None = None, **kwargs: Any) -> Result:
+    """`torch_preflight.analyze.analyze`, imported on first use (a fully cached run never needs it)."""
+    from torch_preflight.analyze import analyze as real
+
+    return real(text, path, config, **kwargs)
 
 MAX_FIX_ROUNDS = 10
 PARALLEL_MIN_FILES = 8  # below this, without an explicit -j, a pool costs more than it saves
@@ -35,14 +46,15 @@ PARALLEL_MIN_FILES = 8  # below this, without an explicit -j, a pool costs more 
 
 @dataclass
 class Target:
-    """One file to check, already read."""
+    """One file to check: read already (stdin), or read by run() when the cache cannot answer."""
 
     path: Path  # absolute (for stdin: where it would live)
     display: str
     config: Config
-    loaded: Loaded
+    loaded: Loaded | None  # None: not read yet
     stdin: bool = False
     notebook: Joined | None = None  # a Jupyter notebook: its Python cells joined (set by run())
+    stat: StatKey | None = None  # cache.stat_key() taken before the file is read; None: always hash
 
 
 @dataclass
@@ -177,6 +189,9 @@ def choose_jobs(requested: int | None, count: int) -> int:
 def execute(work: Sequence[Work], jobs: int) -> list[Outcome]:
     if jobs <= 1 or len(work) <= 1:
         return [process(w) for w in work]
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     chunk = max(1, len(work) // (jobs * 4))
     try:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -211,14 +226,32 @@ def notebook_diff(display: str, before: Joined, after_raw: str) -> str:
     return "".join(out)
 
 
+def _load(target: Target, report: Report) -> bool:
+    """Read a target that is not read yet; False (an error or a note in `report`) when it cannot be."""
+    if target.loaded is not None:
+        return True
+    loaded = read_source(target.path)
+    if isinstance(loaded, ReadError):
+        if loaded.skipped:
+            report.notes.append(f"{target.display}: {loaded.reason}")
+        else:
+            report.errors.append(FileError(target.display, loaded.reason, target.path))
+        return False
+    target.loaded = loaded
+    return True
+
+
 def _open_notebooks(targets: Sequence[Target], report: Report) -> list[Target]:
-    """Parse and join the notebooks among `targets`; a malformed one becomes a per-file error,
+    """Read, parse and join the notebooks among `targets`; a malformed one becomes a per-file error,
     a notebook of another language a note."""
     kept: list[Target] = []
     for target in targets:
         if not is_notebook_path(str(target.path) if not target.stdin else target.display):
             kept.append(target)
             continue
+        if not _load(target, report):
+            continue
+        assert target.loaded is not None
         notebook = parse_notebook(target.loaded.text)
         if isinstance(notebook, NotebookError):
             report.errors.append(FileError(target.display, notebook.message, None if target.stdin else target.path))
@@ -250,14 +283,22 @@ def run(targets: Sequence[Target], options: Options, errors: list[FileError] | N
             caches[key] = Cache.open(config, options.cache_dir) if options.cache else Cache.disabled()
         return caches[key]
 
-    digests: list[str] = []
+    digests: list[str] = [""] * len(targets)
     results: list[FileResult | None] = [None] * len(targets)
     work: list[Work] = []
     for i, target in enumerate(targets):
+        if not target.stdin and target.loaded is None:
+            clean = cache_for(target.config).get_clean_by_stat(str(target.path), target.stat)
+            if clean is not None:  # unchanged since a run that found nothing: not even read
+                results[i] = FileResult(target.path, target.display, SourceText(""), clean.diagnostics, clean.syntax_errors)
+                continue
+        if not _load(target, report):
+            continue
+        assert target.loaded is not None
         digest = content_hash(target.loaded.data)
-        digests.append(digest)
+        digests[i] = digest
         source = target.notebook.source if target.notebook is not None else SourceText(target.loaded.text)
-        entry = None if target.stdin else cache_for(target.config).get(str(target.path), digest)
+        entry = None if target.stdin else cache_for(target.config).get(str(target.path), digest, target.stat)
         if entry is not None and not (
             options.fixing and any(d.fix is not None and d.fix.applies(unsafe=options.unsafe_fixes) for d in entry.diagnostics)
         ):
@@ -272,6 +313,7 @@ def run(targets: Sequence[Target], options: Options, errors: list[FileError] | N
         if outcome.error is not None:
             report.errors.append(FileError(target.display, outcome.error, target.path, internal=True))
             continue
+        assert target.loaded is not None
         text = target.loaded.text
         is_notebook = target.notebook is not None
         fixed = 0
@@ -296,11 +338,12 @@ def run(targets: Sequence[Target], options: Options, errors: list[FileError] | N
                 else:
                     text, fixed = new_text, outcome.fixed
                     digests[outcome.index] = content_hash(data)
+                    target.stat = None  # just written: its stat cannot be trusted yet
         elif target.stdin and options.fix:
             out.fixed_stdin = text
         if not target.stdin and not (options.diff and outcome.fixed):
             cache_for(target.config).put(
-                str(target.path), digests[outcome.index], outcome.diagnostics, outcome.syntax_errors, outcome.dependencies
+                str(target.path), digests[outcome.index], outcome.diagnostics, outcome.syntax_errors, outcome.dependencies, target.stat
             )
         joined = target.notebook
         if joined is not None and text != joined.notebook.raw:
