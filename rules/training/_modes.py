@@ -18,11 +18,15 @@ def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
     return [e for e in events if e.kind in (EventKind.TRAIN_MODE, EventKind.EVAL_MODE)]
 
 
-def mode_before(training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0) -> str:
+def mode_before(
+    training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0, built: str | None = None
+) -> str:
     """The mode set by the last mode call before `expanded(scope)[index]`, matching the
     model by name in `scope` itself and accepting any model in callers. DEFAULT: nothing
-    sets a mode on any path up to module level (a fresh model trains); UNKNOWN when a
-    path leaves the file or is ambiguous."""
+    sets a mode on any path up to module level, or up to the function that builds the model
+    (`model = Net()` in a `train_func(config)` that a launcher calls: a fresh model trains);
+    UNKNOWN when a path leaves the file or is ambiguous. `built`: the model's name in `scope`
+    as the caller below passed it on (None when it is not a plain name)."""
     events = training.expanded(scope)
     before = mode_events(events[:index])
     if before:
@@ -34,9 +38,13 @@ def mode_before(training: TrainingModel, scope: str, index: int, model_name: str
         return EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN
     if not scope:
         return DEFAULT
+    local = model_name if model_name is not None else built
+    if local is not None and _built_in(scope, events[:index], local):
+        return DEFAULT
     callers = training.model.calls_to.get(scope, [])
     if not callers or depth > 3:
         return UNKNOWN
+    fn = training.model.functions.get(scope)
     modes = set()
     for call in callers:
         caller_events = training.expanded(call.function)
@@ -44,12 +52,38 @@ def mode_before(training: TrainingModel, scope: str, index: int, model_name: str
             position = caller_events.index(call)
         except ValueError:
             return UNKNOWN
-        modes.add(mode_before(training, call.function, position, None, depth + 1))
+        passed = _argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
+        modes.add(mode_before(training, call.function, position, None, depth + 1, passed))
     if modes & {UNKNOWN}:
         return UNKNOWN
     if modes & {TRAIN, DEFAULT}:
         return TRAIN if TRAIN in modes else DEFAULT
     return EVAL
+
+
+# A model rebuilt from saved or other state: its mode is whatever that state had (`from_pretrained` returns it in eval mode).
+_NOT_FRESH = re.compile(r"load|pretrained|copy|restore|checkpoint|\.eval\(|\.train\(", re.I)
+
+
+def _built_in(scope: str, events: list[Event], name: str) -> bool:
+    """`scope` itself builds the model before the point (`model = Net()`, then perhaps
+    `model = prepare_model(model)`), not from a checkpoint or a copy: a fresh model, in training mode."""
+    assigns = [e for e in events if e.kind is EventKind.ASSIGN and e.function == scope and name in e.targets]
+    if not assigns or any(len(e.targets) != 1 or e.value is None or _NOT_FRESH.search(e.value.text) for e in assigns):
+        return False
+    first = assigns[0].value
+    return first is not None and bool(first.calls) and all(e.value is not None and name in e.value.names for e in assigns[1:])
+
+
+def _argument_name(call: Event, params: tuple[str, ...] | list[str], name: str | None, method: bool) -> str | None:
+    """The caller's plain name for the parameter `name` of the function it calls; None otherwise."""
+    if name is None or name not in params:
+        return None
+    position = list(params).index(name) - (1 if method else 0)
+    arg = call.keyword(name) or (call.args[position] if 0 <= position < len(call.args) else None)
+    if arg is None or not arg.base or arg.text != arg.base or arg.callee or arg.method:
+        return None
+    return arg.base
 
 
 def has_mode_layers(model: ModuleModel, name: str, scope: str, project: ProjectView) -> bool:
@@ -92,6 +126,9 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
     assignments = model.assignments(name, scope)
     fn = model.functions.get(scope)
     if assignments:
+        first, *rest = assignments
+        if rest and all(_passes_through(e, name, model) for e in rest):
+            assignments = [first]  # `model = Net()`, then `model = DDP(model)`: still a Net
         for event in assignments:
             callee = event.value.callee if event.value else None
             if callee is not None and callee in model.classes and len(event.targets) == 1:
@@ -117,6 +154,20 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
                 return []
             found.extend(inner)
     return found
+
+
+def _passes_through(event: Event, name: str, model: ModuleModel) -> bool:
+    """`model = wrap(model, ...)` (DistributedDataParallel, `prepare_model`, `torch.compile`, `.to(device)`):
+    the same network behind a wrapper that adds no layer of its own."""
+    value = event.value
+    if value is None or len(event.targets) != 1 or name not in value.names or not value.calls or _MODE_LAYERS.search(value.text):
+        return False
+    for call in value.calls:
+        if call in model.classes:
+            return False  # a wrapper class of the file: it may add layers
+        if call.startswith("torch.nn.") and tail(call) not in ("DistributedDataParallel", "DataParallel"):
+            return False  # `nn.Sequential(model, nn.Linear(...))`: more layers
+    return True
 
 
 def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) -> bool:

@@ -6,7 +6,9 @@ function, or on every path through its callers in the file) is `model.train()`, 
 no mode call comes before it at module level (a fresh model is in training mode). A
 function named like that with no loop, whose single full-batch forward runs under
 `no_grad` (graph networks, small tabular sets), is checked the same way, and so is the loop of
-a function named like `inference`. A model counts as run when it is called, when its own
+a function named like `inference`. So is a script's forward under `no_grad` after its
+training loop, at module level and outside any loop (the final test-set evaluation of a
+tabular or notebook-style script). A model counts as run when it is called, when its own
 methods run on inputs (`model.encode(src)`, `model.module.test(x)`), also inside a helper of the
 file it is handed to (`greedy_decode(model, ...)`), and when a callable the function is given is
 applied to it (`model_fn(model, x)`, as in ignite's step factories).
@@ -170,6 +172,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             data={"model": name},
         )
     yield from _loopless(ctx)
+    yield from _after_training(ctx)
 
 
 def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:
@@ -272,6 +275,35 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
             related=related,
             data={"model": name},
         )
+
+
+def _after_training(ctx: Context) -> Iterator[Diagnostic]:
+    """A script that trains at module level, then runs the model once under `no_grad`, outside any
+    loop: `for epoch ...: ... loss.backward() ...` then `with torch.no_grad(): acc = (model(xv) ...)`."""
+    training = ctx.training
+    module = ctx.model.functions.get("")
+    loops = [t.loop for t in training.training_loops if t.loop.function == ""]
+    if module is None or not loops:
+        return
+    expanded = training.expanded("")
+    for event, name in _model_uses(ctx, [e for e in module.events if not e.loops and e.no_grad]):
+        if not name or name == "self" or event not in expanded:
+            continue
+        if not any(loop.span.end.line < event.span.start.line for loop in loops):
+            continue  # not after the training
+        mode = mode_before(training, "", expanded.index(event), name)
+        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, "", ctx.project):
+            continue
+        anchor = event.contexts[0].span if event.contexts else event.stmt
+        yield report(
+            META,
+            event.stmt,
+            f"Evaluation runs `{name}` without `{name}.eval()`: {_reason(ctx, TRAIN, None)} after training, so dropout and batch norm behave as in training",
+            _fix_before(ctx, anchor.start.line, name, ""),
+            related=[Related(event.span, "model forward")],
+            data={"model": name},
+        )
+        return  # one finding per script: the first evaluation after training
 
 
 def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
