@@ -76,7 +76,7 @@ class Document:
     primed: bool = False  # parso's diff cache holds a module of this document
     project: Project | None = None  # the server's: the user's other modules, open buffers over files on disk
     memory_dependencies: tuple[Dependency, ...] = ()  # the other files the last memory reports read
-    converted: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
+    converted: dict[int, Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
 
     def __post_init__(self) -> None:
         self.path = uri_to_path(self.uri)

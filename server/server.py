@@ -129,17 +129,17 @@ class PreflightServer(LanguageServer):
         result = doc.analysis(self.config_for(doc))
         # A finding an edit elsewhere left alone converts the same way while its lines read the
         # same (columns count UTF-16 units): reuse the last publication's item.
-        source = result.source
-        converted: dict[tuple[Any, ...], types.Diagnostic] = {}
+        source, encoding = result.source, self.encoding
+        converted: dict[int, tuple[Diagnostic, tuple[str, ...], types.Diagnostic]] = {}
         items: list[types.Diagnostic] = []
-        for d in result.diagnostics:
-            lines = sorted({n for span in (d.span, *(r.span for r in d.related)) for n in (span.start.line, span.end.line)})
-            key = (d, self.encoding, tuple(source.line(n) for n in lines))
-            item = doc.converted.get(key)
-            converted[key] = item = item or convert.to_lsp_diagnostic(d, source, doc.uri, self.encoding)
+        for d in result.diagnostics:  # the very objects, when the analysis reused them
+            lines = tuple(source.line(n) for n in sorted({n for s in (d.span, *(r.span for r in d.related)) for n in (s.start.line, s.end.line)}))
+            known = doc.converted.get(id(d))
+            item = known[2] if known is not None and known[0] is d and known[1] == lines else convert.to_lsp_diagnostic(d, source, doc.uri, encoding)
+            converted[id(d)] = (d, lines, item)  # the entry keeps `d` alive: its id stays its own
             items.append(item)
         doc.converted = converted
-        items += [convert.syntax_diagnostic(e.message, e.position, result.source, self.encoding) for e in result.syntax_errors[:1]]
+        items += [convert.syntax_diagnostic(e.message, e.position, source, encoding) for e in result.syntax_errors[:1]]
         if not doc.primed:  # after this reply or publication, not before it
             asyncio.get_running_loop().call_soon(self._settle, doc)
         return items

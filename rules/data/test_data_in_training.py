@@ -92,7 +92,7 @@ from torch_preflight.core.dataflow import (
 )
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import dotted, tail
-from torch_preflight.core.semantic import Kind, ModuleModel
+from torch_preflight.core.semantic import Kind, Loop, ModuleModel
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
 
@@ -300,6 +300,21 @@ def _validation_split(flow: DataFlow) -> Def | None:
     return None
 
 
+def _trained_on_test(flow: DataFlow, loop: Loop) -> Diagnostic | None:
+    node = flow.for_nodes.get(loop.span.start.line)
+    if loop.kind != "for" or node is None:
+        return None
+    iterated = unwrap_iter(node.iter)
+    if not only_test(flow.info(iterated, loop.function)):
+        return None
+    return report(
+        META,
+        loop.header,
+        f"This training loop iterates over `{ast.unparse(iterated)}`, which is built from the test split: "
+        "the model is trained on its own test data",
+    )
+
+
 def _may_select(call: ast.Call) -> bool:
     """A method call that `check` can report: a fit, or a step (of a scheduler)."""
     return isinstance(call.func, ast.Attribute) and call.func.attr in (*_FITS, "step")
@@ -331,19 +346,13 @@ def _may_be_validation(flow: DataFlow, d: Def) -> bool:
 def check(ctx: Context) -> Iterator[Diagnostic]:
     model = ctx.model
     flow = DataFlow.of(model)
+    # the provenance of what a loop iterates reads its function and what that reaches by name
+    trained_on_test = ctx.training.loop_memo("TPF202.loop")
     for tl in ctx.training.training_loops:
-        loop = tl.loop
-        node = flow.for_nodes.get(loop.span.start.line)
-        if loop.kind != "for" or node is None:
-            continue
-        iterated = unwrap_iter(node.iter)
-        if only_test(flow.info(iterated, loop.function)):
-            yield report(
-                META,
-                loop.header,
-                f"This training loop iterates over `{ast.unparse(iterated)}`, which is built from the test split: "
-                "the model is trained on its own test data",
-            )
+        if tl.loop.id not in trained_on_test:
+            trained_on_test[tl.loop.id] = _trained_on_test(flow, tl.loop)
+        if trained_on_test[tl.loop.id] is not None:
+            yield trained_on_test[tl.loop.id]
     validation = _validation_split(flow)
     metrics = _Metrics(flow)
     for scope, call in flow.calls_where(META.code, _may_select):
