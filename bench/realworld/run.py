@@ -51,6 +51,7 @@ RUFF = ROOT / ".venv" / "bin" / "ruff"
 PEER = ROOT / "bench" / ".venv-peer" / "bin" / "torch-preflight"
 PEER_VERSION = "0.5.0"
 VERDICTS = HERE / "verdicts.json"
+EQUIVALENT = HERE / "equivalent.json"  # mutants that inject no bug, verified by reading the code
 DOC_BENCH = ROOT / "docs" / "benchmarks.md"
 DOC_FP = ROOT / "docs" / "false-positives.md"
 BENCH_START, BENCH_END = "<!-- bench-real:start -->", "<!-- bench-real:end -->"
@@ -275,10 +276,13 @@ def measure_recall(tmp: Path, peer_ok: bool, registered: set[str]) -> dict:
             log(f"peer  over {len(files)} mutant/original files: {wall:.1f}s")
         results["peer"] = by_file(load_peer(peer_out))
     rows = []
+    harmless = load_equivalent()
+    matched: set[int] = set()
     for m in mutants:
         mut = str((MUTANTS / m["file"]).resolve())
         orig = str((MUTANTS / m["orig"]).resolve())
         row = {k: m[k] for k in ("id", "kind", "source", "file", "line", "orig_line", "expected")}
+        row["equivalent"] = equivalent_for(harmless, m, matched)
         for tool, found in results.items():
             codes = tuple(m["expected"]) if tool == "ours" else PEER_EXPECTED[m["kind"]]
             fm, fo = found.get(mut, []), found.get(orig, [])
@@ -296,11 +300,32 @@ def measure_recall(tmp: Path, peer_ok: bool, registered: set[str]) -> dict:
         entry = {"n": len(kr), "expected": kinds[kind]["expected"], "description": kinds[kind]["description"],
                  "registered": all(c in registered for c in kinds[kind]["expected"]),
                  "peer_expected": list(PEER_EXPECTED[kind])}
+        entry["equivalent"] = sum(1 for r in kr if r["equivalent"])
         for tool in results:
             for metric in ("strict", "anchored", "any_new"):
                 entry[f"{tool}_{metric}"] = sum(r[tool][metric] for r in kr)
+            entry[f"{tool}_anchored_bugs"] = sum(r[tool]["anchored"] for r in kr if not r["equivalent"])
         summary[kind] = entry
+    for index, e in enumerate(harmless):
+        if index not in matched:
+            log(f"stale entry in {EQUIVALENT.name}: {e['kind']} {e['source']}:{e['line']} {e['line_text']!r} matches no mutant")
     return {"rows": rows, "summary": summary, "tools": list(results), "dropped_unparsable": manifest.get("dropped_unparsable", 0)}
+
+
+def load_equivalent() -> list[dict]:
+    return json.loads(EQUIVALENT.read_text())["mutants"] if EQUIVALENT.exists() else []
+
+
+def equivalent_for(harmless: list[dict], m: dict, matched: set[int]) -> str | None:
+    """The reason a mutant injects no bug, when equivalent.json lists it (kind, source, line and
+    the original line's text must all match, so an entry never drifts onto another line)."""
+    lines = (MUTANTS / m["orig"]).read_text(encoding="utf-8", errors="replace").splitlines()
+    text = lines[m["orig_line"] - 1].strip() if 0 < m["orig_line"] <= len(lines) else ""
+    for index, e in enumerate(harmless):
+        if e["kind"] == m["kind"] and e["source"] == m["source"] and e["line"] == m["orig_line"] and e["line_text"].strip() == text:
+            matched.add(index)
+            return str(e["reason"])
+    return None
 
 
 def load_verdicts() -> list[dict]:
@@ -414,29 +439,35 @@ def speed_tables(timings: list[Timing]) -> list[tuple[str, list[str], list[list[
 
 def recall_table(recall: dict) -> tuple[str, list[str], list[list[str]]]:
     tools = recall["tools"]
-    headers = ["bug kind", "mutants", "our codes", "ours ±2", "ours ±2 incl. headers"]
+    headers = ["bug kind", "mutants", "our codes", "ours ±2", "ours ±2 incl. headers", "harmless (read)", "ours incl. headers, real bugs"]
     if "peer" in tools:
-        headers += ["peer codes", "peer ±2", "peer ±2 incl. headers", "peer: any new finding near"]
+        headers += ["peer codes", "peer ±2", "peer ±2 incl. headers", "peer incl. headers, real bugs", "peer: any new finding near"]
     rows = []
     tot = Counter()
     for kind, s in recall["summary"].items():
-        n = s["n"]
+        n, bugs = s["n"], s["n"] - s.get("equivalent", 0)
         codes = ",".join(s["expected"]) + ("" if s["registered"] else " (not registered)")
-        row = [kind, str(n), codes, pct(s["ours_strict"], n), pct(s["ours_anchored"], n)]
+        row = [kind, str(n), codes, pct(s["ours_strict"], n), pct(s["ours_anchored"], n), str(s.get("equivalent", 0)),
+               pct(s.get("ours_anchored_bugs", 0), bugs)]
         tot["n"] += n
-        for k in ("ours_strict", "ours_anchored", "peer_strict", "peer_anchored", "peer_any_new"):
+        tot["bugs"] += bugs
+        for k in ("ours_strict", "ours_anchored", "ours_anchored_bugs", "peer_strict", "peer_anchored", "peer_anchored_bugs", "peer_any_new"):
             tot[k] += s.get(k, 0)
         if "peer" in tools:
             row += [",".join(s["peer_expected"]) or "(none)", pct(s["peer_strict"], n), pct(s["peer_anchored"], n),
-                    pct(s["peer_any_new"], n)]
+                    pct(s.get("peer_anchored_bugs", 0), bugs), pct(s["peer_any_new"], n)]
         rows.append(row)
-    total = ["**all**", str(tot["n"]), "", pct(tot["ours_strict"], tot["n"]), pct(tot["ours_anchored"], tot["n"])]
+    total = ["**all**", str(tot["n"]), "", pct(tot["ours_strict"], tot["n"]), pct(tot["ours_anchored"], tot["n"]),
+             str(tot["n"] - tot["bugs"]), pct(tot["ours_anchored_bugs"], tot["bugs"])]
     if "peer" in tools:
-        total += ["", pct(tot["peer_strict"], tot["n"]), pct(tot["peer_anchored"], tot["n"]), pct(tot["peer_any_new"], tot["n"])]
+        total += ["", pct(tot["peer_strict"], tot["n"]), pct(tot["peer_anchored"], tot["n"]), pct(tot["peer_anchored_bugs"], tot["bugs"]),
+                  pct(tot["peer_any_new"], tot["n"])]
     rows.append(total)
     return ("Recall on injected bugs (a mutant is caught when a finding of the kind's codes, absent from the clean "
             "original, lies within ±2 lines of the mutated line; 'incl. headers' also accepts ±2 lines of the "
-            "enclosing loop/with/def headers and of the loops in the file that call the enclosing function)", headers, rows)
+            "enclosing loop/with/def headers and of the loops in the file that call the enclosing function; "
+            "'harmless (read)' counts the mutants that inject no bug, each verified by reading the code and listed with "
+            "its reason in bench/realworld/equivalent.json, and 'real bugs' leaves them out)", headers, rows)
 
 
 def precision_table(prec: dict) -> tuple[str, list[str], list[list[str]]]:
