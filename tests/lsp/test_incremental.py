@@ -75,26 +75,33 @@ def diagnostics(result):  # type: ignore[no-untyped-def]
     return [(d.code, d.span, d.message, d.fix) for d in result.diagnostics]
 
 
+def edit_and_compare(doc: Document, edits: list[tuple[float, float, str]], config: Config, window: int) -> None:
+    """Apply each random edit (a range of at most `window` characters replaced) to the document
+    and to a copy of its text; after each, the server's analysis must equal a fresh `analyze()`."""
+    expected = doc.text
+    for version, (a, b, new) in enumerate(edits, start=1):
+        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
+        end = min(end, start + window)
+        change = types.TextDocumentContentChangePartial(range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new)
+        doc.update([change], version, convert.UTF16)
+        expected = expected[:start] + new + expected[end:]
+        assert doc.text == expected
+        got = doc.analysis(config)
+        full = analyze(expected, doc.path, config)
+        assert diagnostics(got) == diagnostics(full)
+        assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
+        assert got.suppressed == full.suppressed
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(edit, min_size=1, max_size=8), st.booleans())
 def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]], primed: bool) -> None:
     doc = Document("file:///tmp/prop/t.py", BASE, 0)
-    expected = BASE
     config = Config()
     doc.analysis(config)
     if primed:  # as the server does after the first publish: later versions take parso's diff parser
         doc.prime()
-    for version, (a, b, new) in enumerate(edits, start=1):
-        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
-        if end - start > 40:
-            end = start + 40
-        change = types.TextDocumentContentChangePartial(
-            range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new
-        )
-        doc.update([change], version, convert.UTF16)
-        expected = expected[:start] + new + expected[end:]
-        assert doc.text == expected
-        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(expected, doc.path, config))
+    edit_and_compare(doc, edits, config, 40)
     doc.close()
 
 
@@ -227,24 +234,11 @@ scoped_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_f
 @given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]), st.booleans())
 def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...], primed: bool) -> None:
     doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
-    expected = SCOPED_BASE
     config = Config(select=select)
     doc.analysis(config)
     if primed:
         doc.prime()
-    for version, (a, b, new) in enumerate(edits, start=1):
-        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
-        end = min(end, start + 30)
-        change = types.TextDocumentContentChangePartial(
-            range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new
-        )
-        doc.update([change], version, convert.UTF16)
-        expected = expected[:start] + new + expected[end:]
-        got = doc.analysis(config)
-        full = analyze(expected, doc.path, config)
-        assert diagnostics(got) == diagnostics(full)
-        assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
-        assert got.suppressed == full.suppressed
+    edit_and_compare(doc, edits, config, 30)
     doc.close()
 
 
@@ -295,16 +289,9 @@ data_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_fro
 @given(st.lists(data_edit, min_size=1, max_size=6))
 def test_data_flow_memos_match_full_analysis(edits: list[tuple[float, float, str]]) -> None:
     doc = Document("file:///tmp/prop/d.py", DATA_BASE, 0)
-    expected = DATA_BASE
     config = Config(select=("ALL",))
     assert {"TPF201", "TPF203"} <= {d.code for d in doc.analysis(config).diagnostics}
-    for version, (a, b, new) in enumerate(edits, start=1):
-        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
-        end = min(end, start + 20)
-        change = types.TextDocumentContentChangePartial(range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new)
-        doc.update([change], version, convert.UTF16)
-        expected = expected[:start] + new + expected[end:]
-        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(expected, doc.path, config))
+    edit_and_compare(doc, edits, config, 20)
     doc.close()
 
 
@@ -497,21 +484,9 @@ shape_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_fr
 @given(st.lists(shape_edit, min_size=1, max_size=6))
 def test_reused_shape_facts_match_full_analysis(edits: list[tuple[float, float, str]]) -> None:
     doc = Document("file:///tmp/prop/shapes.py", SHAPE_BASE, 0)
-    expected = SHAPE_BASE
     config = Config(select=("ALL",))
     assert any(d.code == "TPF501" for d in doc.analysis(config).diagnostics)
-    for version, (a, b, new) in enumerate(edits, start=1):
-        start, end = sorted((int(a * len(expected)), int(b * len(expected))))
-        end = min(end, start + 30)
-        change = types.TextDocumentContentChangePartial(
-            range=types.Range(start=to_utf16(expected, start), end=to_utf16(expected, end)), text=new
-        )
-        doc.update([change], version, convert.UTF16)
-        expected = expected[:start] + new + expected[end:]
-        got = doc.analysis(config)
-        full = analyze(expected, doc.path, config)
-        assert diagnostics(got) == diagnostics(full)
-        assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
+    edit_and_compare(doc, edits, config, 30)
     doc.close()
 
 
