@@ -1,6 +1,3 @@
-"""torch-preflight's rules: one module per rule, registered in `registry`."""
-
-from torch_preflight.rules.base import Context, Rule, RuleMeta
-from torch_preflight.rules.registry import ALL_RULES, BY_CODE, select_rules
-
-__all__ = ["ALL_RULES", "BY_CODE", "Context", "Rule", "RuleMeta", "select_rules"]
+"""torch-preflight's rules: one module per rule (`rules.base` holds the shared types), listed in
+`rules.registry`. Importing the package loads no rule, so a module that needs only
+`rules.base` (the JSON reporter's documentation links, say) stays light."""
