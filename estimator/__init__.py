@@ -208,6 +208,20 @@ BLAS_LAYERS = ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear", "Bilin
                "TransformerEncoderLayer", "TransformerDecoderLayer")
 
 
+def _cudnn_caveats(mod: Module) -> list[str]:
+    """What cuDNN decides at run time and the source does not (docs/vram-accuracy.md has the H200 evidence)."""
+    kinds = {m.type for m in mod.modules()}
+    caveats = []
+    if any(k.startswith(("Conv1d", "Conv2d", "Conv3d", "ConvTranspose")) for k in kinds):
+        caveats.append("cuDNN convolution workspaces: input + output + filter bytes per call, as its heuristics chose on an H200; "
+                       "the weight-gradient call can pick an engine with a far larger one (up to 17.5x a layer's input was measured), "
+                       "which the source does not determine")
+    if kinds & {"LSTM", "GRU"}:
+        caveats.append("cuDNN RNN workspace: its 16 MiB floor only; it grows with the batch by per-layer coefficients the shapes do "
+                       "not determine (up to 64 MiB at batch 128 was measured)")
+    return caveats
+
+
 def _uses_cublas(mod: Module) -> bool:
     """Whether the model's step runs cuBLAS GEMMs (and so holds the cuBLAS workspaces): Linear-like layers, attention, RNNs."""
     return any(m.type in BLAS_LAYERS for m in mod.modules())
@@ -285,6 +299,8 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
                                       f"{', ' + options.gpu if options.gpu else ', Hopper default'}), counted in other", None))
     if options.device == "cuda" and run.step is not None and run.step.recorder.cublaslt:
         assumptions.append(Assumption(f"cuBLASLt workspace: {CUBLASLT_WORKSPACE / 2**20:g} MiB (a Linear with a bias), counted in other", None))
+    if options.device == "cuda" and run.step is not None:
+        assumptions.extend(Assumption(text, None) for text in _cudnn_caveats(mod))
     for text, line in it.problems:
         assumptions.append(Assumption(f"could not read: {text}" + (f" ({path}:{line + 1})" if line is not None else ""), line))
     breakdown = {"parameters": tl.parameters, "gradients": tl.gradients, "optimizer_state": tl.optimizer_state,

@@ -225,3 +225,11 @@ def test_cudnn_conv_workspace_is_the_nhwc_copies_with_16_bit_channels_padded_to_
     # the same layer in fp32 is not padded
     x, out, w = Tensor((16, 32, 16, 16)), Tensor((16, 3, 32, 32)), Tensor((32, 3, 4, 4))
     assert cudnn_conv_workspace(x, out, w, 2) == 16 * 32 * 256 * 4 + 16 * 3 * 1024 * 4 + 32 * 3 * 16 * 4
+
+
+def test_the_report_says_what_cudnn_decides_at_run_time() -> None:
+    conv_cuda, conv_cpu, mlp_cuda = one(CONV, device="cuda"), one(CONV, device="cpu"), one(MLP, device="cuda")
+    assert any("cuDNN convolution workspaces" in a.text and "weight-gradient" in a.text for a in conv_cuda.assumptions)
+    assert not any("cuDNN" in a.text for a in (*conv_cpu.assumptions, *mlp_cuda.assumptions))
+    gru = one(STEP.format(model="nn.GRU(16, 32)", inp="5, 16").replace("model(x).float()", "model(x)[0].float()"), device="cuda")
+    assert any("cuDNN RNN workspace" in a.text for a in gru.assumptions)
