@@ -161,6 +161,16 @@ class Event:
     def no_grad(self) -> bool:
         return any(c.disables_grad for c in self.contexts)
 
+    def seen_through(self, call: Event, callee: str) -> Event:
+        """This event of `callee` as it runs at `call`: under the call's guards, contexts and
+        loops, with the callee in front of its call chain (a positional copy: the training
+        model makes many, and `dataclasses.replace` costs several times more)."""
+        return Event(
+            self.kind, self.span, self.stmt, self.function, self.receiver, self.name, self.args, self.keywords, self.value,
+            self.targets, call.guards + self.guards, call.contexts + self.contexts, call.loops + self.loops,
+            (callee, *self.via), self.inner,
+        )
+
 
 @dataclass(slots=True)
 class Loop:

@@ -174,16 +174,7 @@ class TrainingModel:
             for target in targets:
                 if target == qualname or target in _stack:
                     continue
-                for inner in self.expanded(target, (*_stack, qualname)):
-                    out.append(
-                        replace(
-                            inner,
-                            guards=event.guards + inner.guards,
-                            contexts=event.contexts + inner.contexts,
-                            loops=event.loops + inner.loops,
-                            via=(target, *inner.via),
-                        )
-                    )
+                out.extend(inner.seen_through(event, target) for inner in self.expanded(target, (*_stack, qualname)))
         result = tuple(out)
         if not _stack:
             self._expanded[qualname] = result
