@@ -364,6 +364,20 @@ class DataFlow:
         """Every definition that `keep` accepts (in no particular order), on the same terms."""
         return [d for scope in self.scopes.values() for d in self._per_piece(key, scope, lambda sc: [d for ds in sc.defs.values() for d in ds if keep(d)])]
 
+    def nodes_where(self, key: str, keep: Callable[[ast.AST], bool]) -> list[ast.AST]:
+        """Every node of the module (inside lambdas too) that `keep` accepts, top-level statement by
+        statement, each in `ast.walk` order; `keep` reads only the node and `resolve_call`, as for
+        `calls_where`, and the language server keeps each statement's answers likewise."""
+        tree = self.model.tree
+        if tree is None:
+            return []
+        if self._parts is None:
+            return [n for n in ast.walk(tree) if keep(n)]
+        found: list[ast.AST] = []
+        for stmt, part in zip(tree.body, self._parts, strict=True):
+            found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
+        return found
+
     def _per_piece(self, key: str, scope: Scope, search: Callable[[Scope], list[Any]]) -> list[Any]:
         if not scope.qualname and self._parts is not None:  # the module scope, merged from every piece's
             return [found for part in self._parts for found in self._memo(key, part, part.module, search)]
@@ -371,10 +385,12 @@ class DataFlow:
         return search(scope) if part is None else self._memo(key, part, scope, search)
 
     @staticmethod
-    def _memo(key: str, part: _Part, scope: Scope, search: Callable[[Scope], list[Any]]) -> list[Any]:
-        found = part.memo.get((key, id(scope)))  # the piece holds its scopes: their ids stay theirs
+    def _memo(key: str, part: _Part, holder: Any, search: Callable[[Any], list[Any]]) -> list[Any]:
+        """`search(holder)` for a scope or statement of the piece, kept in the piece (which holds
+        its scopes and is kept with its statement, so their ids stay theirs)."""
+        found = part.memo.get((key, id(holder)))
         if found is None:
-            found = part.memo[(key, id(scope))] = search(scope)
+            found = part.memo[(key, id(holder))] = search(holder)
         return found
 
     def local_function(self, callee: str | None, scope: str) -> Scope | None:

@@ -57,6 +57,7 @@ class _Unit:
     binds: frozenset[str]  # module-level names the statement binds
     reads: frozenset[str]  # every name and attribute it mentions
     is_import: bool
+    plain: bool  # defines no function, class or lambda: nothing it exports depends on who reads it
 
 
 def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
@@ -71,10 +72,13 @@ def _unit(text: str, body: list[ast.stmt]) -> _Unit:
     local, since a read before the local assignment may reach the module-level binding."""
     binds: set[str] = set()
     reads: set[str] = set()
+    plain = True
     none: frozenset[str] = frozenset()
     stack: list[tuple[ast.AST, bool, frozenset[str]]] = [(stmt, True, none) for stmt in body]  # (node, module level, params)
     while stack:
         node, top, params = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            plain = False
         if isinstance(node, ast.Name):
             if node.id not in params:
                 reads.add(node.id)
@@ -106,7 +110,7 @@ def _unit(text: str, body: list[ast.stmt]) -> _Unit:
             binds.update(node.names)
         for child in ast.iter_child_nodes(node):
             stack.append((child, top, params))
-    return _Unit(text, frozenset(binds), frozenset(reads), all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body))
+    return _Unit(text, frozenset(binds), frozenset(reads), all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body), plain)
 
 
 @dataclass
@@ -144,7 +148,8 @@ class ScopedChecker:
         view = (project if project is not None else Project()).view()
         lines = len(source.line_starts)
         diff = _diff(previous, units, starts, lines) if previous is not None and previous.key == key else None
-        dirty = _dirty(previous, units, diff) if previous is not None and diff is not None else None
+        dirty = _dirty(previous, units, diff, quiet_plain=False) if previous is not None and diff is not None else None
+        moved = _dirty(previous, units, diff, quiet_plain=True) if previous is not None and diff is not None else None
         found: list[list[Diagnostic]] = [[] for _ in units]
         if dirty is None or len(dirty) * 2 > len(units):
             dirty = set(range(len(units)))
@@ -153,8 +158,14 @@ class ScopedChecker:
             keep = sorted(dirty | {i for i, u in enumerate(units) if u.is_import})
             sub = builder.submodel(keep)
         self.rechecked = len(dirty)
+        shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
+        if whole or sub is model:
+            shapes = self._shape_facts(builder, units, model, config, path) if any(r.code == "TPF501" for r in whole) else ()
+            shared = Context(model, config, _memory(model, config, path) if whole else (), view, shapes)
+            if previous_training is not None and moved is not None and len(moved) < len(units):
+                _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved)
         if dirty and local:
-            ctx = Context(sub, config, (), view)
+            ctx = shared if sub is model and shared is not None else Context(sub, config, (), view)
             for rule in local:
                 for diagnostic in rule.check(ctx):
                     index = _owner(starts, diagnostic.span.start.line)
@@ -163,15 +174,11 @@ class ScopedChecker:
         if previous is not None and diff is not None and len(dirty) < len(units):
             _carry(previous, units, diff, dirty, found)
         diagnostics = [d for per in found for d in per]
-        if whole:
-            shapes = self._shape_facts(builder, units, model, config, path) if any(r.code == "TPF501" for r in whole) else ()
-            ctx = Context(model, config, _memory(model, config, path), view, shapes)
-            if previous_training is not None and len(dirty) < len(units):
-                _reuse_training(ctx.training, previous_training, builder, set(range(len(units))) - dirty)
+        if shared is not None:
             for rule in whole:
-                diagnostics.extend(rule.check(ctx))
-            if "training" in ctx.__dict__:
-                self._training = ctx.training
+                diagnostics.extend(rule.check(shared))
+            if "training" in shared.__dict__:
+                self._training = shared.training
         if view.used:  # findings that read another file are never cached
             self._training = None
         else:
@@ -283,32 +290,50 @@ def _diff(previous: _State, units: list[_Unit], starts: list[int], lines: int) -
     return _Diff(prefix, suffix, old_end, new_end, lines - previous.lines)
 
 
-def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> set[int] | None:
+def _dirty(previous: _State, units: list[_Unit], diff: _Diff, quiet_plain: bool) -> set[int] | None:
+    """The statements to check again: the edited ones, closed under module-level name links
+    (below). `quiet_plain=False` gives what the local rules re-check (their findings in a
+    statement may read any statement linked to it); `quiet_plain=True` gives the statements
+    whose training-model facts may have changed, for `_reuse_training`."""
     old = previous.units
     changed_old = old[diff.prefix : len(old) - diff.suffix]
     changed = set(range(diff.prefix, len(units) - diff.suffix))
     if any(u.is_import for u in changed_old) or any(units[i].is_import for i in changed):
         return None
+    # `binds` / `reads`: the names of the statements whose dirt spreads. A statement that reads
+    # a name one of them binds (a caller, a user of a variable) spreads it: what it exports
+    # (its expansion, its values' provenance) may have changed. So does a function or class
+    # that one of them reads (a callee: its callers' contexts and arguments changed, and its
+    # returns may carry them). With `quiet_plain`, a plain statement that one of them reads
+    # (`d2l = sys.modules[__name__]`, `model = Net()`) is dirty but spreads nothing: what it
+    # binds does not depend on who reads it, so the readers of a shared module-level name are
+    # not all pulled in.
     binds: set[str] = set()
     reads: set[str] = set()
     for u in changed_old:
         binds |= u.binds
         reads |= u.reads
-    dirty: set[int] = set()
+    spreading: set[int] = set()
+    quiet: set[int] = set()  # re-checked, spreading nothing (unless a later round finds it reads a changed name)
     frontier = list(changed)
     while frontier:
-        dirty.update(frontier)
+        spreading.update(frontier)
+        quiet.difference_update(frontier)
         for i in frontier:
             binds |= units[i].binds
             reads |= units[i].reads
-        frontier = [
-            i
-            for i, u in enumerate(units)
-            if i not in dirty
-            and not u.is_import
-            and (u.binds & reads or u.reads & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff))
-        ]
-    return dirty
+        frontier = []
+        for i, u in enumerate(units):
+            if i in spreading or u.is_import:
+                continue
+            if u.reads & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff):
+                frontier.append(i)
+            elif u.binds & reads:
+                if u.plain and quiet_plain:
+                    quiet.add(i)
+                else:
+                    frontier.append(i)
+    return spreading | quiet
 
 
 def _old_index(i: int, diff: _Diff, old_count: int, new_count: int) -> int:
