@@ -24,9 +24,11 @@ silent on empty info.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from torch_preflight.core.names import dotted, tail
@@ -157,6 +159,7 @@ class DataFlow:
         self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
+        self._parents: dict[int, dict[int, ast.AST]] = {}  # `parents` by statement index, without pieces
         self._part_of: dict[int, _Part] = {}  # id of a piece's scope (its module-level one too) -> the piece
         if model.tree is not None:
             parts = model.__dict__.get("_tpf_dataflow_parts")  # set by core/incremental.py
@@ -377,6 +380,28 @@ class DataFlow:
         for stmt, part in zip(tree.body, self._parts, strict=True):
             found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
         return found
+
+    def parents(self, node: ast.AST) -> dict[int, ast.AST]:
+        """Child id -> parent node, within the top-level statement that holds `node` (the
+        statement itself has no parent here), kept with the statement's piece."""
+        tree = self.model.tree
+        if tree is None or not tree.body:
+            return {}
+        index = max(0, bisect.bisect_right(self._statement_lines, getattr(node, "lineno", 1)) - 1)
+        stmt = tree.body[index]
+        if self._parts is None:
+            found = self._parents.get(index)
+            if found is None:
+                found = self._parents[index] = _parent_map(stmt)
+            return found
+        result: dict[int, ast.AST] = self._memo("parents", self._parts[index], stmt, lambda s: [_parent_map(s)])[0]
+        return result
+
+    @cached_property
+    def _statement_lines(self) -> list[int]:
+        """First line (decorators included, 1-based) of each top-level statement."""
+        body = self.model.tree.body if self.model.tree is not None else []
+        return [min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) for s in body]
 
     def _per_piece(self, key: str, scope: Scope, search: Callable[[Scope], list[Any]]) -> list[Any]:
         if not scope.qualname and self._parts is not None:  # the module scope, merged from every piece's
@@ -865,6 +890,10 @@ def class_method(flow: DataFlow, cls: str, method: str) -> ast.FunctionDef | ast
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == method:
             return stmt
     return None
+
+
+def _parent_map(root: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): parent for parent in ast.walk(root) for child in ast.iter_child_nodes(parent)}
 
 
 def walk_function(fn: ast.AST) -> Iterator[ast.AST]:

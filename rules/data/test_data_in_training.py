@@ -74,7 +74,6 @@ No fix: which data the loop or the decision should use is the author's decision.
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from collections.abc import Iterator
 
@@ -420,23 +419,6 @@ def _may_stop(call: ast.Call, stoppers: set[str]) -> bool:
     return any(n and (_EARLY_STOPPER.search(tail(n)) or n in stoppers) for n in names)
 
 
-class _StatementParents:
-    """Parent maps per top-level statement, built only for the statements that are asked about
-    (the checks walk up to the enclosing function, class or module, never past the statement)."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.body = tree.body
-        self.starts = [min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) for s in tree.body]
-        self.maps: dict[int, dict[int, ast.AST]] = {}
-
-    def __call__(self, node: ast.AST) -> dict[int, ast.AST]:
-        index = max(0, bisect.bisect_right(self.starts, getattr(node, "lineno", 1)) - 1)
-        found = self.maps.get(index)
-        if found is None:
-            found = self.maps[index] = {id(child): parent for parent in ast.walk(self.body[index]) for child in ast.iter_child_nodes(parent)}
-        return found
-
-
 def _is_early_stopper(flow: DataFlow, call: ast.Call, scope: str) -> bool:
     """`early_stopping(loss, model)`, `stopper.step(acc)`, `es(loss)` with `es = EarlyStopping(...)`."""
     func = call.func
@@ -456,9 +438,6 @@ def _is_early_stopper(flow: DataFlow, call: ast.Call, scope: str) -> bool:
 
 def _selection_on_test(ctx: Context, flow: DataFlow, metrics: _Metrics, validation: Def) -> Iterator[Diagnostic]:
     model = ctx.model
-    tree = model.tree
-    assert tree is not None
-    parents_of = _StatementParents(tree)
     stoppers = {d.name for d in flow.defs_where("TPF202.stopper-defs", lambda d: _builds_stopper(flow, d))}
     val_name = validation.name
     reported: set[int] = set()
@@ -466,7 +445,7 @@ def _selection_on_test(ctx: Context, flow: DataFlow, metrics: _Metrics, validati
         if isinstance(node, ast.Call) and id(node) not in reported:
             if not _may_stop(node, stoppers) and not _SAVE.search(tail(dotted(node.func))):
                 continue  # neither an early stopper (by name, or built from a class named so) nor a save
-            parents = parents_of(node)
+            parents = flow.parents(node)
             scope = flow.scope_at(node)
             args = [a for a in (*node.args, *(k.value for k in node.keywords)) if model.kind_of(dotted(a), scope) is not Kind.MODEL]
             if args and _is_early_stopper(flow, node, scope) and metrics.only_test(ast.Tuple(elts=args, ctx=ast.Load()), scope):
@@ -494,7 +473,7 @@ def _selection_on_test(ctx: Context, flow: DataFlow, metrics: _Metrics, validati
             continue
         if not isinstance(node, ast.If):
             continue
-        parents = parents_of(node)
+        parents = flow.parents(node)
         scope = flow.scope_at(node)
         operands = _compared(flow, node.test, scope)
         if not operands or not metrics.only_test(ast.Tuple(elts=operands, ctx=ast.Load()), scope):
