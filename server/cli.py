@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 
 
@@ -18,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     from .server import create_server
 
     server = create_server()
+    # What the imports built (lsprotocol's thousand classes, the rule tables) lives as long as the
+    # process: keep the collector from scanning it again during the first analyses.
+    gc.freeze()
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         if not port.isdigit():
