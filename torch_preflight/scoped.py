@@ -6,8 +6,9 @@ After an edit, only the *dirty* top-level statements are checked again:
   and new statement lists; unchanged statements after the edit keep their text and move
   by a whole number of lines);
 - closed under name links: a statement that reads a module-level name another dirty
-  statement binds (before or after the edit), or binds a name a dirty statement reads
-  (callers and callees in the file, module-level variables, base classes), is dirty too.
+  statement binds (before or after the edit), binds one too (a redefinition), or binds a
+  name a dirty statement reads (callers and callees in the file, module-level variables,
+  base classes), is dirty too.
   Import statements only bind: they never pull in the statements that read them, and an
   edit to one (or to anything that changes the import map) makes the whole file dirty.
 
@@ -302,7 +303,8 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, quiet_plain: bool)
         return None
     # `binds` / `reads`: the names of the statements whose dirt spreads. A statement that reads
     # a name one of them binds (a caller, a user of a variable) spreads it: what it exports
-    # (its expansion, its values' provenance) may have changed. So does a function or class
+    # (its expansion, its values' provenance) may have changed; so does one that binds such a
+    # name too (two definitions of a class: the later one wins). So does a function or class
     # that one of them reads (a callee: its callers' contexts and arguments changed, and its
     # returns may carry them). With `quiet_plain`, a plain statement that one of them reads
     # (`d2l = sys.modules[__name__]`, `model = Net()`) is dirty but spreads nothing: what it
@@ -326,8 +328,8 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, quiet_plain: bool)
         for i, u in enumerate(units):
             if i in spreading or u.is_import:
                 continue
-            if u.reads & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff):
-                frontier.append(i)
+            if u.reads & binds or u.binds & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff):
+                frontier.append(i)  # a reader, a redefinition (which of the two wins may have changed), a moved finding
             elif u.binds & reads:
                 if u.plain and quiet_plain:
                     quiet.add(i)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from torch_preflight.core.config import Config
@@ -230,8 +230,12 @@ SCOPED_PASTES = [
 scoped_edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(SCOPED_PASTES), st.text(max_size=4)))
 
 
+OTHER = next(p for p in SCOPED_PASTES if p.startswith("\nclass Other"))
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]), st.booleans())
+@example(edits=[(0.0, 0.0, OTHER), (0.0, 0.0, OTHER)], select=(), primed=False)  # a class defined twice: the later one wins
 def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...], primed: bool) -> None:
     doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
     config = Config(select=select)
