@@ -139,7 +139,7 @@ class _Part:
     # for its scopes, under the import map `resolved_for`
     resolved: dict[int, tuple[ast.Call, str | None]] = field(default_factory=dict)
     resolved_for: object = None
-    memo: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
+    memo: dict[tuple[str, int], Any] = field(default_factory=dict)
 
 
 class DataFlow:
@@ -394,7 +394,7 @@ class DataFlow:
             if found is None:
                 found = self._parents[index] = _parent_map(stmt)
             return found
-        result: dict[int, ast.AST] = self._memo("parents", self._parts[index], stmt, lambda s: [_parent_map(s)])[0]
+        result: dict[int, ast.AST] = self._memo("parents", self._parts[index], stmt, _parent_map)
         return result
 
     @cached_property
@@ -410,7 +410,7 @@ class DataFlow:
         return search(scope) if part is None else self._memo(key, part, scope, search)
 
     @staticmethod
-    def _memo(key: str, part: _Part, holder: Any, search: Callable[[Any], list[Any]]) -> list[Any]:
+    def _memo(key: str, part: _Part, holder: Any, search: Callable[[Any], Any]) -> Any:
         """`search(holder)` for a scope or statement of the piece, kept in the piece (which holds
         its scopes and is kept with its statement, so their ids stay theirs)."""
         found = part.memo.get((key, id(holder)))

@@ -149,8 +149,8 @@ class ScopedChecker:
         view = (project if project is not None else Project()).view()
         lines = len(source.line_starts)
         diff = _diff(previous, units, starts, lines) if previous is not None and previous.key == key else None
-        dirty = _dirty(previous, units, diff, quiet_plain=False) if previous is not None and diff is not None else None
-        moved = _dirty(previous, units, diff, quiet_plain=True) if previous is not None and diff is not None else None
+        closures = _dirty(previous, units, diff) if previous is not None and diff is not None else None
+        moved, dirty = closures if closures is not None else (None, None)
         found: list[list[Diagnostic]] = [[] for _ in units]
         if dirty is None or len(dirty) * 2 > len(units):
             dirty = set(range(len(units)))
@@ -291,11 +291,11 @@ def _diff(previous: _State, units: list[_Unit], starts: list[int], lines: int) -
     return _Diff(prefix, suffix, old_end, new_end, lines - previous.lines)
 
 
-def _dirty(previous: _State, units: list[_Unit], diff: _Diff, quiet_plain: bool) -> set[int] | None:
-    """The statements to check again: the edited ones, closed under module-level name links
-    (below). `quiet_plain=False` gives what the local rules re-check (their findings in a
-    statement may read any statement linked to it); `quiet_plain=True` gives the statements
-    whose training-model facts may have changed, for `_reuse_training`."""
+def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int], set[int]] | None:
+    """The statements to check again, as (moved, dirty): the edited ones, closed under
+    module-level name links (below). `dirty` is what the local rules re-check (their findings
+    in a statement may read any statement linked to it); `moved` ⊆ `dirty` is the statements
+    whose training-model facts may have changed, for `_reuse_training`. None: an import changed."""
     old = previous.units
     changed_old = old[diff.prefix : len(old) - diff.suffix]
     changed = set(range(diff.prefix, len(units) - diff.suffix))
@@ -306,19 +306,26 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, quiet_plain: bool)
     # (its expansion, its values' provenance) may have changed; so does one that binds such a
     # name too (two definitions of a class: the later one wins). So does a function or class
     # that one of them reads (a callee: its callers' contexts and arguments changed, and its
-    # returns may carry them). With `quiet_plain`, a plain statement that one of them reads
+    # returns may carry them). For `moved`, a plain statement that one of them reads
     # (`d2l = sys.modules[__name__]`, `model = Net()`) is dirty but spreads nothing: what it
     # binds does not depend on who reads it, so the readers of a shared module-level name are
-    # not all pulled in.
+    # not all pulled in. `dirty` is the same closure with every statement spreading: it goes
+    # on from `moved`, its quiet statements now spreading.
     binds: set[str] = set()
     reads: set[str] = set()
     for u in changed_old:
         binds |= u.binds
         reads |= u.reads
     spreading: set[int] = set()
-    quiet: set[int] = set()  # re-checked, spreading nothing (unless a later round finds it reads a changed name)
+    quiet: set[int] = set()  # dirty, spreading nothing (unless a later round finds it reads a changed name)
+    moved: set[int] | None = None
     frontier = list(changed)
-    while frontier:
+    while frontier or moved is None:
+        if not frontier:  # `moved` is complete: let its quiet statements spread, for `dirty`
+            moved = spreading | quiet
+            frontier, quiet = sorted(quiet), set()
+            if not frontier:
+                break
         spreading.update(frontier)
         quiet.difference_update(frontier)
         for i in frontier:
@@ -331,11 +338,12 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, quiet_plain: bool)
             if u.reads & binds or u.binds & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff):
                 frontier.append(i)  # a reader, a redefinition (which of the two wins may have changed), a moved finding
             elif u.binds & reads:
-                if u.plain and quiet_plain:
+                if u.plain and moved is None:
                     quiet.add(i)
                 else:
                     frontier.append(i)
-    return spreading | quiet
+    assert moved is not None
+    return moved, spreading
 
 
 def _old_index(i: int, diff: _Diff, old_count: int, new_count: int) -> int:

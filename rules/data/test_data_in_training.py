@@ -315,7 +315,7 @@ def _trained_on_test(flow: DataFlow, loop: Loop) -> Diagnostic | None:
     )
 
 
-def _may_select(call: ast.Call) -> bool:
+def _fit_or_step(call: ast.Call) -> bool:
     """A method call that `check` can report: a fit, or a step (of a scheduler)."""
     return isinstance(call.func, ast.Attribute) and call.func.attr in (*_FITS, "step")
 
@@ -355,7 +355,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             yield trained_on_test[tl.loop.id]
     validation = _validation_split(flow)
     metrics = _Metrics(flow)
-    for scope, call in flow.calls_where(META.code, _may_select):
+    for scope, call in flow.calls_where(META.code, _fit_or_step):
         func = call.func
         assert isinstance(func, ast.Attribute)
         if func.attr in _FITS and call.args and only_test(flow.info(call.args[0], scope.qualname)):
@@ -440,12 +440,11 @@ def _selection_on_test(ctx: Context, flow: DataFlow, metrics: _Metrics, validati
     model = ctx.model
     stoppers = {d.name for d in flow.defs_where("TPF202.stopper-defs", lambda d: _builds_stopper(flow, d))}
     val_name = validation.name
-    reported: set[int] = set()
     for node in flow.nodes_where("TPF202.selection", _may_select_on):
-        if isinstance(node, ast.Call) and id(node) not in reported:
-            if not _may_stop(node, stoppers) and not _SAVE.search(tail(dotted(node.func))):
+        if isinstance(node, ast.Call):
+            save = bool(_SAVE.search(tail(dotted(node.func))))
+            if not save and not _may_stop(node, stoppers):
                 continue  # neither an early stopper (by name, or built from a class named so) nor a save
-            parents = flow.parents(node)
             scope = flow.scope_at(node)
             args = [a for a in (*node.args, *(k.value for k in node.keywords)) if model.kind_of(dotted(a), scope) is not Kind.MODEL]
             if args and _is_early_stopper(flow, node, scope) and metrics.only_test(ast.Tuple(elts=args, ctx=ast.Load()), scope):
@@ -457,11 +456,10 @@ def _selection_on_test(ctx: Context, flow: DataFlow, metrics: _Metrics, validati
                     f"validation split exists (`{val_name}`); stop on the validation metric",
                     related=_related(model, flow, metrics, args, scope, validation),
                 )
-                reported.add(id(node))
-            elif _SAVE.search(tail(dotted(node.func))) and not _in_test_branch(flow, metrics, node, parents, scope):
+            elif save and not _in_test_branch(flow, metrics, node, flow.parents(node), scope):
                 flags = [a for a in args if isinstance(a, ast.Name) and _compared(flow, a, scope)]
-                if flags and metrics.only_test(ast.Tuple(elts=_compared(flow, flags[0], scope), ctx=ast.Load()), scope):
-                    operands = _compared(flow, flags[0], scope)
+                operands = _compared(flow, flags[0], scope) if flags else []
+                if operands and metrics.only_test(ast.Tuple(elts=operands, ctx=ast.Load()), scope):
                     culprit = _first_test_name(metrics, operands, scope) or flags[0].id
                     yield report(
                         META,
