@@ -430,9 +430,7 @@ class ModuleModel:
         if callee.startswith("torch.nn.") and last[:1].isupper():
             if last.endswith("Loss") or last in ("CrossEntropyLoss", "NLLLoss"):
                 return Kind.LOSS_FN
-            if last in ("DataParallel", "parallel.DistributedDataParallel") or last == "DistributedDataParallel":
-                return Kind.MODEL
-            return Kind.MODEL
+            return Kind.MODEL  # a layer, a container or a wrapper (DataParallel, DistributedDataParallel)
         if callee == "torch.compile" and self._compiles_function(value, scope):
             return Kind.UNKNOWN  # `torch.compile(create_block_mask)`: a compiled function, not a model
         if callee in ("torch.compile",) or last in ("DistributedDataParallel", "DDP", "FSDP", "FullyShardedDataParallel"):
