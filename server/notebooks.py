@@ -97,7 +97,7 @@ class NotebookDoc:
         key = (self.key, config)
         if self.result is None or self.result_key != key:
             assert self.joined is not None
-            self.result = analyze(self.joined.text, self.path, config)
+            self.result = analyze(self.joined.text, self.path, config, notebook=self.joined)
             self.result_key = key
         return self.result
 
@@ -200,7 +200,7 @@ class Notebooks:
         for d in result.diagnostics:
             index, _ = joined.cell_span(d.span)
             out[doc.cells[index].uri].append(self.to_lsp(doc, d, enc))
-        for problem in result.syntax_errors[:1]:
+        for problem in result.syntax_errors:  # one per broken cell
             index, span = joined.cell_span(Span(problem.position, problem.position))
             source = SourceText(doc.cells[index].text)
             out[doc.cells[index].uri].append(convert.syntax_diagnostic(problem.message, span.start, source, enc))

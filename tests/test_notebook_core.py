@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from torch_preflight.core.config import config_from_table
 from torch_preflight.core.diagnostics import Applicability, Edit, Fix
 from torch_preflight.core.notebook import (
+    CellPosition,
     Notebook,
     NotebookError,
     apply_fixes,
@@ -42,13 +43,16 @@ def load(name: str) -> Notebook:
 
 
 def findings(nb: Notebook) -> Counter[tuple[int, int, str]]:
+    """(cell, line, code) of each finding; a syntax error's code is `SyntaxError`."""
     joined = join(nb)
-    result = analyze(joined.text, "nb.ipynb", ALL)
-    assert not result.syntax_errors, result.syntax_errors
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
     out: Counter[tuple[int, int, str]] = Counter()
     for d in result.diagnostics:
         where = joined.to_cell(d.span.start)
         out[(where.cell, where.line + 1, d.code)] += 1
+    for problem in result.syntax_errors:
+        where = joined.to_cell(problem.position)
+        out[(where.cell, where.line + 1, "SyntaxError")] += 1
     return out
 
 
@@ -63,6 +67,8 @@ def test_fixture_notebook(path: Path) -> None:
         if cell.cell_type == "code" and nb.is_python:
             for (line, code), n in expected(cell.text).items():
                 want[(cell.number, line, code)] += n
+            for line, text in enumerate(cell.text.split("\n"), start=1):
+                want[(cell.number, line, "SyntaxError")] += "# syntax error" in text
     # a `# error:` comment in a cell that is not Python (a %%writefile cell) must not count
     want -= Counter({k: v for k, v in want.items() if not _is_python(nb, k[0])})
     assert findings(nb) == want
@@ -117,12 +123,16 @@ def test_every_module_line_maps_back_to_its_cell_line(path: Path) -> None:
     assert len(module_lines) == len(joined.lines)
     for n, text in enumerate(module_lines):
         index, line = joined.lines[n]
+        shift = joined.shifts.get(n, 0)  # columns IPython's dedent removed
         original = nb.cells[index].text.split("\n")[line]
+        assert original[:shift].strip() == ""
+        original = original[shift:]
         if n in joined.neutral:
             assert text == "" or (text.strip() == "pass" and text[: len(text) - 4] == original[: len(text) - 4])
         else:
             assert text == original
-        assert joined.to_module(index, Position(line, 3)) == Position(n, 3)
+        assert joined.to_module(index, Position(line, shift + 3)) == Position(n, 3)
+        assert joined.to_cell(Position(n, 3)) == CellPosition(index + 1, line, shift + 3)
 
 
 @pytest.mark.parametrize(

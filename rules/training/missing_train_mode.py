@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
@@ -85,7 +85,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 f"`{receiver}.eval()` runs in this loop and nothing in it calls `{receiver}.train()`: "
                 "from the second iteration on the model trains in eval mode"
                 if where is None
-                else f"`{receiver}.eval()` runs in the epoch loop (line {loop.header.start.line + 1}) and nothing calls "
+                else f"`{receiver}.eval()` runs in the epoch loop ({cite_line(loop.header.start.line)}) and nothing calls "
                 f"`{receiver}.train()`: from the second epoch on this loop trains in eval mode",
                 _fix(ctx, loop, receiver, evaluation),
                 related=related,
