@@ -27,9 +27,11 @@ from torch_preflight.core.notebook import (
     raw_position,
     replace_sources,
 )
-from torch_preflight.core.source import Position, Span
+from torch_preflight.core.parse import parse, uncertain_regions
+from torch_preflight.core.semantic import build
+from torch_preflight.core.source import Position, SourceText, Span
 
-from torch_preflight.analyze import analyze
+from torch_preflight.analyze import analyze, check_model
 
 NOTEBOOKS = Path(__file__).parent / "notebooks"
 CASES = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -378,3 +380,92 @@ def test_raw_positions_point_into_the_stored_json() -> None:
                         assert pos is not None
                         found = stored[pos.line][pos.col]
                         assert found == ch or found == "\\", (cell.index, n, col, ch, found)
+
+
+# -- IPython as IPython runs it ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "import torch\ntorch.*Tensor?",
+        "torch.nn.*?",
+        "obj??",
+        "x = 1\nx.bit_length?",
+        "files = !ls *.pt",
+        "first, rest[0] = !ls",
+        "result = %timeit -o f()",
+        "%time total = sum(\n    range(10))\ny = 1",
+        "x = %timeit -o f(\n  2)\nz = 1",
+        "    x = 1\n    if x:\n        y = 2\n\n    z = 3",
+        "\n  for i in range(3):\n      print(i)",
+        "%%time\nx = 1",
+        "%%capture out\nfor i in range(2):\n    print(i)",
+    ],
+)
+def test_valid_ipython_is_not_a_syntax_error(cell: str) -> None:
+    joined = join(from_cells([("code", cell, None)]))
+    assert len(joined.lines) == len(cell.split("\n"))
+    compile(joined.text, "<cell>", "exec")
+    assert not analyze(joined.text, "nb.ipynb", notebook=joined).syntax_errors
+
+
+def test_a_cell_indented_as_a_whole_is_dedented_and_maps_back() -> None:
+    cell = "    import torch\n    def load(p):\n        return torch.load(p, weights_only=False)\n  # a comment less indented"
+    joined = join(from_cells([("markdown", "# t", None), ("code", cell, None)]))
+    assert joined.text.split("\n")[:3] == ["import torch", "def load(p):", "    return torch.load(p, weights_only=False)"]
+    assert joined.shifts == {0: 4, 1: 4, 2: 4}  # the comment does not start with the first line's indentation
+    result = analyze(joined.text, "nb.ipynb", notebook=joined)
+    (d,) = [d for d in result.diagnostics if d.code == "TPF301"]
+    index, span = joined.cell_span(d.span)
+    assert (index, span.start) == (1, Position(2, cell.split("\n")[2].index("torch.load")))
+    # a fix computed on the dedented text would indent wrongly in the cell: it is not offered there
+    assert cell_edit(joined, Edit(Span(Position(2, 4), Position(2, 4)), "x")) is None
+
+
+def test_each_broken_cell_is_one_syntax_error_and_the_others_are_analysed() -> None:
+    nb = load("exercise.ipynb")
+    joined = join(nb)
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
+    assert [joined.to_cell(p.position).cell for p in result.syntax_errors] == [2, 3]
+    assert [(joined.to_cell(d.span.start).cell, d.code) for d in result.diagnostics] == [(4, "TPF001")]
+
+
+def test_a_loop_whose_statement_was_dropped_is_not_analysed_as_certain() -> None:
+    nb = load("exercise.ipynb")
+    joined = join(nb)
+    parsed = parse(joined.source, cells=joined.segments)
+    loop = joined.ranges[1].first_line  # cell 2: `d_loss = ` left blank inside the loop
+    assert parsed.repaired == {loop + 2}  # cell 3's unclosed call is closed, its statement kept
+    model = build(parsed.tree, joined.source, "nb.ipynb")
+    guessed = check_model(model, ALL, "nb.ipynb", parsed.errors)  # as if the repaired loop were known
+    assert any(joined.cell_of_line(d.span.start.line)[0] == 1 and d.code == "TPF001" for d in guessed.diagnostics)
+    certain = check_model(model, ALL, "nb.ipynb", parsed.errors, repaired=parsed.repaired)
+    assert all(joined.cell_of_line(d.span.start.line)[0] != 1 for d in certain.diagnostics)
+    assert any(d.code == "TPF001" for d in certain.diagnostics)  # cell 4's loop is intact
+
+
+def test_uncertainty_follows_calls_into_a_broken_function() -> None:
+    text = "def step(batch):\n    loss = \n    return loss\nfor batch in loader:\n    step(batch)\nfor batch in other:\n    pass\n"
+    parsed = parse(SourceText(text))
+    assert parsed.repaired == {1}
+    assert uncertain_regions(parsed.tree, parsed.repaired) == [(0, 2), (3, 4)]
+
+
+EVAL_IN_EPOCH = [
+    ("code", "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", None),
+    ("markdown", "## train", None),
+    ("code", "def train_one_epoch(model, loader):\n    for x, y in loader:\n        opt.zero_grad()\n"
+             "        model(x).sum().backward()\n        opt.step()", None),
+    ("code", "for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
+             "        for x, y in val:\n            model(x)", None),
+]
+
+
+def test_messages_name_notebook_lines_as_cells() -> None:
+    joined = join(from_cells(EVAL_IN_EPOCH))
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
+    (d,) = [d for d in result.diagnostics if d.code == "TPF009"]
+    assert "epoch loop (cell 4, line 1)" in d.message
+    plain = analyze(joined.text, "nb.py", ALL)  # the same text as a module: its own line
+    assert "epoch loop (line 9)" in next(d.message for d in plain.diagnostics if d.code == "TPF009")

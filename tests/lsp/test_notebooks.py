@@ -102,6 +102,32 @@ async def test_diagnostics_per_cell_and_cross_cell(client: LanguageClient) -> No
     assert related and related[0].location.uri == cell_uri(4) and related[0].location.range.start.line == 4
 
 
+EPOCHS = [
+    (0, "markdown", "# Exercise"),
+    (1, "python", "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)"),
+    (2, "python", "def train_one_epoch(model, loader):\n    for x, y in loader:\n        opt.zero_grad()\n"
+                  "        model(x).sum().backward()\n        opt.step()"),
+    (3, "python", "for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
+                  "        for x, y in val:\n            model(x)"),
+    (4, "python", "loss = "),
+    (5, "python", "    torch.*Tensor?\n    files = !ls\n    score = evaluate(\n"),
+]
+
+
+@pytest.mark.asyncio
+async def test_messages_name_cells_and_each_broken_cell_has_its_error(client: LanguageClient) -> None:
+    track_versions(client)
+    await open_notebook(client, EPOCHS)
+    # cell 5 is dedented (IPython runs it so): only its unclosed call is an error, where the cell has it
+    await settle(client, {cell_uri(1): [], cell_uri(2): [("TPF009", 1)], cell_uri(3): [], cell_uri(4): [("E999", 0)], cell_uri(5): [("E999", 2)]})
+    tpf009 = client.diagnostics[cell_uri(2)][0]
+    assert "(cell 4, line 1)" in tpf009.message
+    places = {(r.location.uri, r.location.range.start.line) for r in tpf009.related_information or []}
+    assert places == {(cell_uri(3), 2), (cell_uri(3), 0)}  # `model.eval()` and the epoch loop, in their cell
+    error = client.diagnostics[cell_uri(5)][0]
+    assert error.range.start.character == len("    score = evaluate")
+
+
 @pytest.mark.asyncio
 async def test_edit_a_cell_and_diagnostics_follow(client: LanguageClient) -> None:
     track_versions(client)

@@ -149,6 +149,16 @@ EXERCISE = [
     code("for real in loader:  # error: TPF001\n    loss = criterion(D(real), torch.ones(real.size(0), 1))\n    loss.backward()\n    opt_d.step()", 4),
 ]
 
+# A message that names another line: in a notebook, a cell and a line (cell 4, line 1).
+EPOCHS = [
+    code("import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", 1),
+    md("## Training"),
+    code("def train_one_epoch(model, loader):\n    for x, y in loader:  # error: TPF009\n        opt.zero_grad()\n"
+         "        model(x).sum().backward()\n        opt.step()", 2),
+    code("for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
+         "        for x, y in val:\n            model(x)", 3),
+]
+
 if __name__ == "__main__":
     write("training", TRAINING)
     write("leakage", LEAKAGE)
@@ -156,4 +166,5 @@ if __name__ == "__main__":
     write("good", GOOD)
     write("ipython", IPYTHON)
     write("exercise", EXERCISE)
+    write("epochs", EPOCHS)
     write("r_kernel", R_NOTEBOOK, {"kernelspec": {"display_name": "R", "language": "R", "name": "ir"}, "language_info": {"name": "R"}})
