@@ -4,7 +4,8 @@ log_softmax) output going into `nn.CrossEntropyLoss` / `F.cross_entropy`, sigmoi
 going into `nn.BCEWithLogitsLoss` / `F.binary_cross_entropy_with_logits`, softmax output
 into `NLLLoss`, and visible raw logits (a `Linear` output) into `nn.BCELoss`. It follows
 the value through variables and through a same-file model whose `forward` returns the
-activation, and a loss passed in as a parameter when every same-file call site passes the
+activation, or returns it as one element of a tuple (`validity, label = discriminator(x)`),
+and a loss passed in as a parameter when every same-file call site passes the
 same kind of loss.
 
 ## Why is this bad?
