@@ -121,9 +121,14 @@ def cite_line(line: int) -> str:
     return f"line {line + 1}"
 
 
-def relocate_text(text: str, where: Callable[[int], str]) -> str:
-    """`text` with each `line N` replaced by `where(N - 1)` (e.g. `cell 5, line 3`)."""
-    return _LINE_MENTION.sub(lambda m: where(int(m.group(1)) - 1), text)
+def relocate_text(text: str, where: Callable[[int], str], path: str | None = None) -> str:
+    """`text` with each `line N` replaced by `where(N - 1)` (e.g. `cell 5, line 3`); with `path`,
+    each `name:N` too (`train.ipynb:370`, as the estimator cites the analysed file)."""
+    text = _LINE_MENTION.sub(lambda m: where(int(m.group(1)) - 1), text)
+    if path:
+        name = re.escape(path.replace("\\", "/").rsplit("/", 1)[-1])
+        text = re.sub(rf"\b{name}:(\d+)\b", lambda m: where(int(m.group(1)) - 1), text)
+    return text
 
 
 def relocate(diagnostic: Diagnostic, where: Callable[[int], str]) -> Diagnostic:

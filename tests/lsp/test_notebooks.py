@@ -6,6 +6,7 @@ URI that move with their cells, quick fixes / hover / inlay hints inside cells, 
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 import pytest_lsp
@@ -225,6 +226,23 @@ async def test_hover_and_inlay_hints_inside_cells(client: LanguageClient) -> Non
         text_document=types.TextDocumentIdentifier(cell_uri(2)), position=types.Position(3, 10)))
     assert hover is not None and "fc1" in hover.contents.value
 
+
+@pytest.mark.asyncio
+async def test_hover_names_cells_in_the_estimates_assumptions(client: LanguageClient) -> None:
+    track_versions(client)
+    await open_notebook(client, [
+        (1, "python", IMPORTS + "\nfrom torch.utils.data import DataLoader"), (2, "python", MODEL), (3, "markdown", "## Train"),
+        (4, "python", BUILD + "\nloader = DataLoader(train_ds, batch_size=64)\nfor x, y in loader:\n    solver.zero_grad()\n"
+                      "    model(x).sum().backward()\n    solver.step()"),
+    ])
+    await settle(client, {cell_uri(1): [], cell_uri(2): [], cell_uri(4): []})
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(cell_uri(2)), position=types.Position(3, 10)))
+    assert hover is not None
+    value = hover.contents.value
+    # the estimate's assumptions cite the DataLoader of the fourth cell (its line 3), not module lines
+    assert "(cell 4, line 3)" in value and "train.ipynb:" not in value
+    assert all(m.group(1) for m in re.finditer(r"(cell \d+, )?\bline \d+", value)), value
 
 @pytest.mark.asyncio
 async def test_vscode_notebook_cell_as_plain_text_document(client: LanguageClient) -> None:
