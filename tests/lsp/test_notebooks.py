@@ -244,6 +244,7 @@ async def test_hover_names_cells_in_the_estimates_assumptions(client: LanguageCl
     assert "(cell 4, line 3)" in value and "train.ipynb:" not in value
     assert all(m.group(1) for m in re.finditer(r"(cell \d+, )?\bline \d+", value)), value
 
+
 @pytest.mark.asyncio
 async def test_vscode_notebook_cell_as_plain_text_document(client: LanguageClient) -> None:
     """Without notebook sync, VS Code sends cells as text documents: each is analysed alone,
@@ -259,3 +260,17 @@ async def test_vscode_notebook_cell_as_plain_text_document(client: LanguageClien
         types.TextDocumentIdentifier(cell_uri(7)), types.Range(types.Position(3, 0), types.Position(3, 0)), types.CodeActionContext(diagnostics=[])))
     fix = next(a for a in got or [] if isinstance(a, types.CodeAction) and "zero_grad" in a.title)
     assert apply(text, fix.edit).split("\n")[:5] == ["%%time", "import torch", "opt = torch.optim.SGD(params)", "for x in loader:", "    opt.zero_grad()"]
+
+
+@pytest.mark.asyncio
+async def test_indented_cell_as_plain_text_document(client: LanguageClient) -> None:
+    """A cell indented as a whole runs in IPython: no syntax error, findings where the cell has them."""
+    track_versions(client)
+    await client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(configuration=True)),
+        initialization_options={"debounce": 0}))
+    text = "    import torch\n    torch.*Tensor?\n    def load(p):\n        return torch.load(p, weights_only=False)"
+    client.text_document_did_open(types.DidOpenTextDocumentParams(item(8, text)))
+    await settle(client, {cell_uri(8): [("TPF301", 3)]})
+    (d,) = client.diagnostics[cell_uri(8)]
+    assert d.range.start.character == text.split("\n")[3].index("torch.load")
