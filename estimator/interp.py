@@ -891,8 +891,8 @@ class Interpreter:
                 if out is not first:
                     out.trail = first.trail
                     out.guessed = any(isinstance(t, Tensor) and t.guessed for t in (left, right))
-                if is_unknown(left) or is_unknown(right):
-                    out.guessed = True  # broadcast with a value of unknown shape: the result's shape is not known
+                if any(is_unknown(v) and not v.reason.startswith("config value") for v in (left, right)):
+                    out.guessed = True  # broadcast with a value of unknown shape (a config value is a number): unknown
             return out
         if isinstance(left, Obj) and left.type == "shape" and isinstance(right, tuple):
             left = left.attrs["dims"]

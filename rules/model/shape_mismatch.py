@@ -24,7 +24,7 @@ The rule never guesses: it is silent after a branch on a condition it cannot rea
 `Lazy*` layers, for `-1` in `view`, for data-dependent shapes (boolean masks, `nonzero`), for
 layers built from values it cannot read, and after any operation it does not model. A tensor
 combined with a value it cannot read (`x + load_batch()`) has an unknown shape, not the known
-operand's. A file whose script or model is too large to interpret within its work budget (an
+operand's (a value read from a configuration object is taken for the number it nearly always is). A file whose script or model is too large to interpret within its work budget (an
 LLM notebook that unrolls every layer and expert) is checked up to that point only.
 
 ## Why is this bad?
