@@ -248,36 +248,19 @@ _SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionD
 
 def uncertain_regions(tree: ast.Module, repaired: frozenset[int] | set[int]) -> list[tuple[int, int]]:
     """The (first, last) 0-based lines of each outermost loop or function that holds a repaired
-    (neutralised) line, or calls (by name) a function that does: the error recovery dropped part
-    of what they do, so nothing found in them is certain."""
+    (neutralised) line: the error recovery dropped part of what it does, so nothing found in it
+    is certain. (A caller of such a function is not: what it does around the call is known.)"""
     if not repaired:
         return []
-    scopes: list[ast.stmt] = []
+    regions: list[tuple[int, int]] = []
     stack: list[ast.AST] = [tree]
     while stack:  # the outermost loops and functions, through classes, ifs, withs and trys
         node = stack.pop()
         for child in ast.iter_child_nodes(node):
             if isinstance(child, _SCOPES):
-                scopes.append(child)
+                first, last = child.lineno - 1, (child.end_lineno or child.lineno) - 1
+                if any(first <= n <= last for n in repaired):
+                    regions.append((first, last))
             elif isinstance(child, ast.stmt):
                 stack.append(child)
-
-    def lines(node: ast.stmt) -> tuple[int, int]:
-        return node.lineno - 1, (node.end_lineno or node.lineno) - 1
-
-    uncertain = [s for s in scopes if any(lines(s)[0] <= n <= lines(s)[1] for n in repaired)]
-    names = {s.name for s in uncertain if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    while names:
-        callers = [s for s in scopes if s not in uncertain and _calls(s, names)]
-        uncertain.extend(callers)
-        names = {s.name for s in callers if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return sorted(lines(s) for s in uncertain)
-
-
-def _calls(node: ast.AST, names: set[str]) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            func = sub.func
-            if (isinstance(func, ast.Name) and func.id in names) or (isinstance(func, ast.Attribute) and func.attr in names):
-                return True
-    return False
+    return sorted(regions)

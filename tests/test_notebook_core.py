@@ -445,11 +445,13 @@ def test_a_loop_whose_statement_was_dropped_is_not_analysed_as_certain() -> None
     assert any(d.code == "TPF001" for d in certain.diagnostics)  # cell 4's loop is intact
 
 
-def test_uncertainty_follows_calls_into_a_broken_function() -> None:
-    text = "def step(batch):\n    loss = \n    return loss\nfor batch in loader:\n    step(batch)\nfor batch in other:\n    pass\n"
+def test_uncertain_regions_are_the_outermost_loops_and_functions_that_lost_a_statement() -> None:
+    text = ("class Trainer:\n    def step(self, batch):\n        for x in batch:\n            loss = \n        return loss\n"
+            "for batch in loader:\n    step(batch)\nvalue = \n")
     parsed = parse(SourceText(text))
-    assert parsed.repaired == {1}
-    assert uncertain_regions(parsed.tree, parsed.repaired) == [(0, 2), (3, 4)]
+    assert parsed.repaired == {3, 7}
+    # the method holding the blank; not its caller (known around the call), not the top level
+    assert uncertain_regions(parsed.tree, parsed.repaired) == [(1, 4)]
 
 
 EVAL_IN_EPOCH = [
