@@ -21,7 +21,7 @@ from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Fix
 from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
 from torch_preflight.core.memory import MemoryReport
-from torch_preflight.core.notebook import cell_edit, from_cells, join, neutralize
+from torch_preflight.core.notebook import cell_edit, from_cells, ipython_lines, join, neutralize
 from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.source import SourceText, Span
 
@@ -203,10 +203,11 @@ def cell_result(text: str, path: str, config: Config) -> Result:
     """The analysis of one notebook cell sent as a text document, as IPython runs it (magics
     neutralised, a cell indented as a whole dedented), with every position in the cell as
     written. A fix that would rewrite a magic line or indent a dedented cell wrongly is dropped."""
-    joined = join(from_cells([("code", text, None)]))
-    result = analyze(joined.text, path, config)
-    if not joined.shifts:
-        return result
+    lines, _, shifts = ipython_lines(text)
+    result = analyze("\n".join(lines), path, config)
+    if not shifts:
+        return result  # the cell's own lines and columns
+    joined = join(from_cells([("code", text, None)]))  # the map back to the cell
 
     def span(s: Span) -> Span:
         return joined.cell_span(s)[1]

@@ -119,8 +119,8 @@ def check_model(
     repaired: frozenset[int] = frozenset(),
 ) -> Result:
     """Run the enabled rules over a built model (the server builds it incrementally).
-    `repaired`: lines the error recovery rewrote; findings in a loop or function that holds
-    one (or calls one that does) rest on a guess and are dropped."""
+    `repaired`: lines whose statement the error recovery dropped; findings placed (or related)
+    in the outermost loop or function that holds one rest on a guess and are dropped."""
     source = model.source
     view = (project if project is not None else Project()).view()
     ctx = Context(model, config, _memory(model, config, path, view), view, _shapes(model, config, path))
