@@ -102,7 +102,10 @@ def _known_non_module(ctx: Context, receiver: str, scope: str) -> bool:
         if value is None:
             return False
         constructed = [cls for c in (value.callee, *value.calls) if c for cls in [_local_class(ctx, c, scope)] if cls]
-        return bool(constructed) and not constructed[0].is_module
+        if constructed:
+            return not constructed[0].is_module
+        if model.kind_of_value(value, scope) is Kind.MODEL:
+            return False  # a library's module (`nn.Linear(...)`)
     if _hand_written_networks(ctx):
         return True  # nothing says what it is, and the file's own networks have a forward() that is their API
     fn = model.functions.get(scope)
