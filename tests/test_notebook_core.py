@@ -4,6 +4,7 @@ byte-identical round trips, malformed notebooks; and the fixture notebooks in te
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from pathlib import Path
@@ -471,3 +472,23 @@ def test_messages_name_notebook_lines_as_cells() -> None:
     assert "epoch loop (cell 4, line 1)" in d.message
     plain = analyze(joined.text, "nb.py", ALL)  # the same text as a module: its own line
     assert "epoch loop (line 9)" in next(d.message for d in plain.diagnostics if d.code == "TPF009")
+
+
+_SNIPPETS = st.sampled_from([
+    "x = 1", "for b in loader:", "    loss = ", "    loss.backward()", "  opt.step()", "f(a,", ")", "%time g()",
+    "!ls", "obj?", "def f(:", "    return", "if x:", "'''", "model.eval()", "", "\t", "x = [", "%%time",
+])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_SNIPPETS, max_size=6).map("\n".join), min_size=1, max_size=5))
+def test_broken_cells_never_crash_and_each_is_one_error(cells: list[str]) -> None:
+    joined = join(from_cells([("code", text, None) for text in cells]))
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
+    broken = set()
+    for index, rng in joined.ranges.items():
+        try:
+            ast.parse("\n".join(joined.text.split("\n")[rng.first_line : rng.first_line + rng.line_count]))
+        except SyntaxError:
+            broken.add(index)
+    assert sorted(joined.cell_of_line(p.position.line)[0] for p in result.syntax_errors) == sorted(broken)
