@@ -188,6 +188,7 @@ class Loop:
     body_indent: str
     indent: str
     has_multiline_strings: bool = False
+    runs_once: bool = False  # its body leaves the loop unconditionally (`break`, `return`, `raise`): one pass
 
 
 @dataclass(slots=True)
@@ -368,6 +369,8 @@ class ModuleModel:
         for event in reversed(self.assignments(name, scope)):
             if event.value is not None and len(event.targets) == 1:
                 kind = self.kind_of_value(event.value, event.function, _depth + 1)
+                if kind in GRAPH_KINDS and event.no_grad:
+                    return Kind.DETACHED  # computed under no_grad / inference_mode: no graph, wherever it goes
                 if kind is not Kind.UNKNOWN:
                     return kind
         return self.kind_from_spelling(name)
@@ -771,6 +774,7 @@ class _Builder:
             body_indent=self.source.indentation(first_line) if self.source.line(first_line)[: len(self.source.indentation(first_line))].strip() == "" and first_line != span.start.line else self.source.indentation(span.start.line) + "    ",
             indent=self.source.indentation(span.start.line),
             has_multiline_strings=_has_multiline_strings(node),
+            runs_once=any(isinstance(stmt, (ast.Break, ast.Return, ast.Raise)) for stmt in node.body),
         )
         if isinstance(node, (ast.For, ast.AsyncFor)):
             self.stmt = self.span(node.target)

@@ -181,6 +181,8 @@ def _evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozense
 
 def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str] | None:
     """None when the loop is part of training, or else the containers it stores values into."""
+    if loop.runs_once:
+        return None  # `for batch in loader: print(model(x).shape); break`: a one-batch peek, no evaluation
     training = ctx.training
     for event in events:
         if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
