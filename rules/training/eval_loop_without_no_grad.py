@@ -49,7 +49,7 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import indent_unit, wrap_block
-from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -74,7 +74,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if entry is None or entry[0] != ctx.source.newline:  # the fix's line endings
             entry = memo[loop.id] = (ctx.source.newline, *_candidate(ctx, loop))
         _, diagnostic, containers = entry
-        if diagnostic is not None and not _read_by_backward(ctx, containers):
+        if diagnostic is not None and not _read_by_backward(ctx, containers, loop.function):
             yield diagnostic
 
 
@@ -167,7 +167,7 @@ def _parameterless(ctx: Context, forward: Event) -> bool:
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
     """An evaluation loop (TPF006 asks too), for `events` = its iteration or a part of it."""
     found = _evaluation(ctx, loop, events) if events is ctx.training.iteration(loop) else _evaluates(ctx, loop, events)
-    return found is not None and not _read_by_backward(ctx, found)
+    return found is not None and not _read_by_backward(ctx, found, loop.function)
 
 
 def _evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str] | None:
@@ -228,30 +228,36 @@ def _stored_containers(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> f
     Not a container local to a callee (`res.append(...)` in an `accuracy()` helper), nor the
     loop's own batch (`batch[key] = batch[key].to(device)`): nothing outside can read those."""
     return frozenset(
-        e.receiver.rsplit(".", 1)[-1]
+        e.receiver.partition("[")[0]
         for e in events
         if e.kind is EventKind.STORE
         and e.receiver
+        and not _detached_store(ctx, e)
         and not (e.via and "." not in e.receiver)
         and e.receiver.partition(".")[0].partition("[")[0] not in loop.targets
         and not _private_local(ctx, loop.function, e.receiver)
     )
 
 
-def _read_by_backward(ctx: Context, containers: frozenset[str]) -> bool:
-    """A back-propagating function mentions one of the containers: the graphs are kept for
-    it (REINFORCE). Each function's words are a function memo (they depend on its text only)."""
+def _detached_store(ctx: Context, store: Event) -> bool:
+    """The values stored carry no graph (`val_losses.append(loss.item())`): no backward pass
+    can go through the container, whoever reads it."""
+    values = (store.value,) if store.name == "__setitem__" else store.args[1:2] if store.name == "insert" else store.args
+    return bool(values) and all(
+        v is not None and (v.is_literal or ctx.model.kind_of_value(v, store.function) in (Kind.SCALAR, Kind.DETACHED)) for v in values
+    )
+
+
+def _read_by_backward(ctx: Context, containers: frozenset[str], scope: str) -> bool:
+    """A back-propagating function that can see one of the containers (`ModuleModel.readers`)
+    mentions it: the graphs are kept for it (REINFORCE). Each function's words are a function
+    memo (they depend on its text only)."""
     if not containers:
         return False
-    if not all(_WORDS.fullmatch(c) for c in containers):  # `hist[0]`: search the texts as they are
-        pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(containers)) + r")\b")
-        return any(
-            pattern.search(ctx.source.slice(fn.span) if fn.qualname else ctx.source.text)
-            for fn in ctx.model.functions.values()
-            if any(e.kind is EventKind.BACKWARD for e in fn.events)
-        )
+    readers = {f.qualname: f for c in containers for f in ctx.model.readers(c, scope)}.values()
+    names = frozenset(c.rsplit(".", 1)[-1] for c in containers)
     words = ctx.training.function_memo("TPF007.backward_words")
-    for fn in ctx.model.functions.values():
+    for fn in readers:
         found = words.get(fn.qualname)
         if found is None:
             found = words[fn.qualname] = (
@@ -259,7 +265,7 @@ def _read_by_backward(ctx: Context, containers: frozenset[str]) -> bool:
                 if any(e.kind is EventKind.BACKWARD for e in fn.events)
                 else frozenset()
             )
-        if containers & found:
+        if names & found:
             return True
     return False
 

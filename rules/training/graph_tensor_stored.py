@@ -115,17 +115,17 @@ def _stored(ctx: Context, event: Event, events: tuple[Event, ...], index: int, b
     # A container made fresh in this iteration holds one iteration's tensors only.
     if any(e.kind is EventKind.ASSIGN and head in e.targets for e in events[:index] if not e.inner):
         return None
-    if _read_by_backward(ctx, head):
+    if _read_by_backward(ctx, head, event.function):
         return None
     return value
 
 
-def _read_by_backward(ctx: Context, container: str) -> bool:
-    """A backward pass reads the container, directly or through the values built from it
-    (`torch.stack(losses).sum().backward()`): the graphs are kept on purpose."""
+def _read_by_backward(ctx: Context, container: str, scope: str) -> bool:
+    """A backward pass that can see the container reads it, directly or through the values
+    built from it (`torch.stack(losses).sum().backward()`): the graphs are kept on purpose."""
     name = container.rsplit(".", 1)[-1]
     pattern = re.compile(rf"\b{re.escape(name)}\b")
-    for fn in ctx.model.functions.values():
+    for fn in ctx.model.readers(container, scope):
         roots = [e for e in fn.events if e.kind is EventKind.BACKWARD or e.name == "torch.autograd.grad"]
         if not roots:
             continue
