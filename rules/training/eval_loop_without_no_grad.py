@@ -95,9 +95,19 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
         loop.header,
         f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
         _fix(ctx, loop),
-        related=[Related(forwards[0].span, "model forward")],
+        related=[Related(forwards[0].span, "model forward"), *_training_callers(ctx, loop)],
     )
     return diagnostic, containers
+
+
+def _training_callers(ctx: Context, loop: Loop) -> list[Related]:
+    """The calls of the loop's function from inside a training loop: where it runs with gradients on."""
+    training_ids = {t.loop.id for t in ctx.training.training_loops}
+    return [
+        Related(call.span, "called from the training loop here")
+        for call in ctx.model.calls_to.get(loop.function, [])
+        if training_ids & set(call.loops)
+    ]
 
 
 def _inside_model(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
@@ -204,12 +214,65 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset
         if _backward_after(training.iteration(ctx.model.loops[parent]), loop):
             return None
         parent = ctx.model.loops[parent].parent
-    if any(training_ids & set(call.loops) for call in ctx.model.calls_to.get(loop.function, [])):
-        return None
+    for call in ctx.model.calls_to.get(loop.function, []):
+        if _feeds_backward(ctx, call):
+            return None  # a helper whose outputs the caller back-propagates through
+        if training_ids & set(call.loops) and not _evaluation_helper(ctx, loop, events):
+            return None
     for event in training.expanded(loop.function):
         if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
             return None
     return _stored_containers(ctx, loop, events)
+
+
+def _feeds_backward(ctx: Context, call: Event) -> bool:
+    """What `call` returns can reach a backward pass in the calling function: it is
+    back-propagated or returned there, or bound to a name that the backward's loss is built
+    from (`out = helper(x)`, `loss = criterion(out, y)`, `loss.backward()`). Discarded
+    results and those only logged or printed do not reach one."""
+    events = ctx.training.expanded(call.function)
+    here = [e for e in events if e.stmt == call.stmt and e.function == call.function]
+    if any(e.kind in (EventKind.BACKWARD, EventKind.RETURN) or e.name == "torch.autograd.grad" for e in here):
+        return True
+    targets = {t.partition(".")[0].partition("[")[0] for e in here if e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) for t in e.targets}
+    targets |= {e.receiver.partition(".")[0].partition("[")[0] for e in here if e.kind is EventKind.STORE and e.receiver}
+    if not targets:
+        return False
+    frontier: set[str] = set()
+    for e in events:
+        if e.kind is EventKind.BACKWARD or e.name == "torch.autograd.grad":
+            frontier.update(_WORDS.findall(e.receiver or ""))
+            frontier.update(n for a in (*e.args, *(v for _, v in e.keywords)) for n in a.names)
+        elif e.kind is EventKind.RETURN and e.value is not None:
+            frontier.update(e.value.names)  # the caller's caller may back-propagate it
+    for _ in range(8):
+        grown = False
+        for e in events:
+            sources: tuple[str, ...] = ()
+            if e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and e.value is not None:
+                if any(t.partition(".")[0].partition("[")[0] in frontier for t in e.targets):
+                    sources = e.value.names
+            elif e.kind is EventKind.STORE and e.receiver and e.receiver.partition(".")[0].partition("[")[0] in frontier:
+                sources = tuple(n for a in e.args for n in a.names) + (e.value.names if e.value else ())
+            new = set(sources) - frontier
+            if new:
+                frontier |= new
+                grown = True
+        if not grown:
+            break
+    return bool(targets & frontier)
+
+
+def _evaluation_helper(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    """The loop's function, called from a training loop, keeps nothing it computes but what it
+    returns: no attribute assigned, no container outside it filled with graph-carrying values.
+    Its results then reach the training step only through its return value."""
+    if _stored_containers(ctx, loop, events):
+        return False
+    return not any(
+        e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and any("." in t or "[" in t for t in e.targets)
+        for e in ctx.training.expanded(loop.function)
+    )
 
 
 def _backward_after(outer: tuple[Event, ...], loop: Loop) -> bool:
