@@ -67,10 +67,10 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
     seen: set[Span] = set()
     units: list[tuple[tuple[Event, ...], set[str]]] = []
-    for tl in training.training_loops:
+    for tl in training.backward_loops:
         backwarded = {e.receiver for e in tl.events if e.kind is EventKind.BACKWARD and e.receiver}
         units.append((tl.events, backwarded))
-    training_ids = {tl.loop.id for tl in training.training_loops}
+    training_ids = {tl.loop.id for tl in training.backward_loops}
     for loop in ctx.model.loops.values():
         if loop.id in training_ids or not training.grad_enabled_at(loop):
             continue

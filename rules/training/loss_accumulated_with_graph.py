@@ -60,7 +60,7 @@ _DETACH = frozenset({"item", "detach", "tolist", "numpy", "cpu_item"})
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     seen: set[Span] = set()
-    for tl in ctx.training.training_loops:
+    for tl in ctx.training.backward_loops:
         for index, event in enumerate(tl.events):
             operand = _accumulated_operand(ctx, tl, index, event)
             if operand is None or event.span in seen:
