@@ -91,6 +91,7 @@ OPTIMIZER_CLASS = re.compile(r"^(SGD|Adam|AdamW|Adamax|NAdam|RAdam|Adagrad|Adade
 _WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_", "module"})
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_", "__float__"})
 _BUILTINS = frozenset(dir(builtins))
+_CREATE_GRAPH = re.compile(r"\bcreate_graph\s*=\s*True\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +445,8 @@ class ModuleModel:
             return Kind.MODEL
         if callee in ("float", "int", "len", "round", "bool"):
             return Kind.SCALAR
+        if callee == "torch.autograd.grad" and _CREATE_GRAPH.search(value.text):
+            return Kind.OUTPUT  # gradients with their own graph (a gradient penalty back-propagates through them)
         cls = self.classes.get(callee)
         if cls is not None:
             return Kind.MODEL if cls.is_module else Kind.UNKNOWN

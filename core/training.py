@@ -421,6 +421,20 @@ class TrainingModel:
                 found.append(TrainingLoop(loop, events, (), backwards))
         return tuple(found)
 
+    @cached_property
+    def step_hooks(self) -> tuple[tuple[str, tuple[Event, ...]], ...]:
+        """(qualname, events) of each `training_step` of a class whose framework runs the loop
+        (a LightningModule, a Hugging Face Trainer): the framework calls it once per step, so its
+        body is one iteration of a training loop it cannot see. Events inside the hook's own loops
+        are marked `inner`."""
+        hooks = []
+        for cls in self.model.classes.values():
+            qualname = cls.methods.get("training_step") if cls.owns_loop and self.is_torch_code else None
+            if qualname is not None:
+                events = tuple(e if e.inner == bool(e.loops) else replace(e, inner=bool(e.loops)) for e in self.expanded(qualname))
+                hooks.append((qualname, events))
+        return tuple(hooks)
+
     def is_training_loop(self, loop: Loop) -> bool:
         return any(t.loop.id == loop.id for t in self.training_loops)
 

@@ -70,6 +70,11 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     for tl in training.backward_loops:
         backwarded = {e.receiver for e in tl.events if e.kind is EventKind.BACKWARD and e.receiver}
         units.append((tl.events, backwarded))
+    for _, events in training.step_hooks:
+        # the framework back-propagates what the hook returns
+        returned = {e.value.base for e in events if e.kind is EventKind.RETURN and not e.via and e.value is not None and e.value.base}
+        backwarded = {e.receiver for e in events if e.kind is EventKind.BACKWARD and e.receiver} | returned
+        units.append((events, backwarded))
     training_ids = {tl.loop.id for tl in training.backward_loops}
     for loop in ctx.model.loops.values():
         if loop.id in training_ids or not training.grad_enabled_at(loop):
