@@ -11,9 +11,12 @@ full batch. Training can diverge, or converge to something worse, with no error.
 
 The rule stays silent when the loss (or the expression passed to `backward()`) is
 divided or multiplied anywhere in the iteration, when a helper's returned loss is
-scaled, when the gradients are divided before the step, when a criterion uses
-`reduction="sum"` explicitly, and when a framework owns the backward
-(`accelerator.backward(loss)`, `model_engine.backward(loss)`).
+scaled, when the gradients are divided before the step (also by a scaling function
+given the parameters, through an alias such as torchtune's
+`self._grad_scaler = training.scale_grads_`), when a criterion uses
+`reduction="sum"` explicitly, when the cadence is `% 1` (a step after every pass), and
+when a framework owns the backward (`accelerator.backward(loss)`,
+`model_engine.backward(loss)`).
 
 ## Example
 ```python

@@ -13,9 +13,13 @@ The loop counts as covered when it sits inside `with torch.no_grad():` or
 `@torch.inference_mode()` (or is nested in one that is), when every call of its function
 in the file runs under `no_grad`, and after `torch.set_grad_enabled(False)`. Loops whose
 function back-propagates later, or whose enclosing loop back-propagates after it in the
-same pass (outputs collected for one backward, a chunked loss), gradient-based
-attacks (`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code
-are left alone.
+same pass (outputs collected for one backward, a chunked loss), functions whose result
+a caller back-propagates through (a training helper), loops that always leave after one
+pass (`for batch in loader: print(model(x).shape); break`), gradient-based attacks
+(`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code are left
+alone. An evaluation or sampling helper called from inside a training loop is flagged
+when the caller only logs what it returns and it keeps nothing else; the call is named
+in the related information.
 
 ## Example
 ```python

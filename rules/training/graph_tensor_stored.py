@@ -1,8 +1,11 @@
 """## What it does
 Flags a tensor that still carries its autograd graph being stored in a container that
 outlives the iteration: `history.append(loss)`, `preds.append(model(x))`,
-`self.losses[step] = loss`, in a training loop or in a loop that runs a model forward
-with gradients enabled.
+`self.losses[step] = loss`, in a loop that back-propagates (a training loop, or one that
+accumulates gradients and steps elsewhere), in a loop that runs a model forward with
+gradients enabled, or in a framework's `training_step` (Lightning, a Hugging Face
+`Trainer`), which the framework calls once per step. Gradients taken with
+`torch.autograd.grad(..., create_graph=True)` carry a graph too.
 
 ## Why is this bad?
 Each stored tensor keeps its whole graph alive, with every activation saved for the
@@ -11,8 +14,10 @@ the run dies of out-of-memory, often hours in. `.cpu()` and `.to()` do not help:
 are differentiable and keep the graph. `.detach()`, `.item()` and `.tolist()` drop it.
 
 Containers created inside the iteration, containers that a back-propagating function
-reads later (chunked losses, REINFORCE `saved_log_probs`), and loops under `no_grad`
-are not flagged.
+able to see them reads later (chunked losses, REINFORCE `saved_log_probs`; a function's
+local list is seen only by that function unless it hands the list out), values computed
+under `no_grad` / `inference_mode` (also when stored after the block), loops under
+`no_grad`, and loops that always leave after one pass are not flagged.
 
 ## Example
 ```python

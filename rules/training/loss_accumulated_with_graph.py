@@ -1,6 +1,9 @@
 """## What it does
-Flags `total += loss` (or `total = total + loss`) inside a training loop, where `loss`
-is a tensor that still carries its autograd graph and `total` lives across iterations.
+Flags `total += loss` (or `total = total + loss`) inside a loop that back-propagates
+(a training loop, or one that accumulates gradients and steps elsewhere) or inside a
+framework's `training_step` (Lightning, a Hugging Face `Trainer`: the framework calls it
+once per step), where `loss` is a tensor that still carries its autograd graph and
+`total` lives across iterations.
 
 ## Why is this bad?
 Adding a graph-carrying tensor to an accumulator makes the accumulator part of the graph.
