@@ -512,7 +512,10 @@ class ModuleModel:
         if event.kind is EventKind.RETURN:
             return event.value is not None and name in event.value.names
         if event.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN):
-            return event.value is not None and name in event.value.names and any("." in t or "[" in t for t in event.targets)
+            if event.value is None or name not in event.value.names or event.targets == (name,):
+                return False
+            aliased = event.value.text.strip() == name  # `kept = losses`: the same object under another name
+            return aliased or any("." in t or "[" in t for t in event.targets)
         passed = [*event.args, *(v for _, v in event.keywords)]
         if event.kind is EventKind.STORE:
             return event.receiver != name and any(name in v.names for v in (*passed, *((event.value,) if event.value else ())))

@@ -99,3 +99,8 @@ def test_tpf009_says_when_the_first_iteration_already_trains_in_eval_mode() -> N
     (second,) = findings(after, "TPF009")
     assert "from the first iteration on" in first.message and "before the training step" in first.message
     assert "from the second iteration on" in second.message and "before" not in second.message
+
+
+def test_a_local_container_bound_to_another_name_is_handed_out() -> None:
+    model = model_of("def a():\n    losses = []\n    kept = losses\n    return kept\n")
+    assert len(model.readers("losses", "a")) == len(model.functions)
