@@ -405,6 +405,36 @@ class TrainingModel:
             return None
         return TrainingLoop(loop, events, steps, backwards)
 
+    @cached_property
+    def backward_loops(self) -> tuple[TrainingLoop, ...]:
+        """The training loops, then the loops whose iteration runs `backward()` itself (not only in
+        a nested loop) with gradients on but steps no optimizer: micro-step accumulation, or a step
+        made elsewhere. What such a loop keeps across iterations keeps its graph just the same."""
+        found = list(self.training_loops)
+        known = {t.loop.id for t in found}
+        for loop in self.model.loops.values():
+            if loop.id in known or not self.is_torch_code:
+                continue
+            events = self.iteration(loop)
+            backwards = tuple(e for e in events if e.kind is EventKind.BACKWARD)
+            if any(not e.inner and not e.no_grad for e in backwards) and self.grad_enabled_at(loop):
+                found.append(TrainingLoop(loop, events, (), backwards))
+        return tuple(found)
+
+    @cached_property
+    def step_hooks(self) -> tuple[tuple[str, tuple[Event, ...]], ...]:
+        """(qualname, events) of each `training_step` of a class whose framework runs the loop
+        (a LightningModule, a Hugging Face Trainer): the framework calls it once per step, so its
+        body is one iteration of a training loop it cannot see. Events inside the hook's own loops
+        are marked `inner`."""
+        hooks = []
+        for cls in self.model.classes.values():
+            qualname = cls.methods.get("training_step") if cls.owns_loop and self.is_torch_code else None
+            if qualname is not None:
+                events = tuple(e if e.inner == bool(e.loops) else replace(e, inner=bool(e.loops)) for e in self.expanded(qualname))
+                hooks.append((qualname, events))
+        return tuple(hooks)
+
     def is_training_loop(self, loop: Loop) -> bool:
         return any(t.loop.id == loop.id for t in self.training_loops)
 
