@@ -200,6 +200,6 @@ export function installHint(cmd: ServerCommand, reason: string): string {
             ? `Check torchPreflight.path ("${cmd.command}").`
             : cmd.source === 'PATH'
               ? 'No interpreter is configured and `torch-preflight` is not on PATH. Set torchPreflight.interpreter to a Python that has it, or torchPreflight.path to the executable.'
-              : `Install it into that interpreter: "${cmd.command}" -m pip install torch-preflight, or set torchPreflight.interpreter / torchPreflight.path.`;
+              : `Install it into that interpreter: "${cmd.command}" -m pip install pytorch-preflight, or set torchPreflight.interpreter / torchPreflight.path.`;
     return `torch-preflight: cannot start the language server with "${[cmd.command, ...serverArgs(cmd)].join(' ')}" (${reason}). ${how}`;
 }

@@ -125,7 +125,7 @@ describe('installHint', () => {
     it('says how to install into the interpreter', () => {
         const cmd = resolveServerCommand(settings({ interpreter: ['/py'] }), ctx);
         const hint = installHint(cmd, 'No module named torch_preflight');
-        assert.match(hint, /"\/py" -m pip install torch-preflight/);
+        assert.match(hint, /"\/py" -m pip install pytorch-preflight/);
         assert.match(hint, /No module named torch_preflight/);
     });
     it('explains PATH and settings when nothing is configured', () => {
