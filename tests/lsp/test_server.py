@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsprotocol import types
 from conftest import rule_page
+from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from torch_preflight.analyze import analyze
