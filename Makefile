@@ -58,7 +58,7 @@ docs: $(STAMP) ## Regenerate docs/rules from the rule docstrings
 include vscode-client/Makefile.inc
 
 clean: ## Remove build artefacts and caches
-	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .torch-preflight-cache $(DEMO_VENV)
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .torch-preflight-cache $(DEMO_VENV) $(BUNDLE_LIBS) $(BUNDLE_STAMP)
 
 # ---- bench-real: the real-world evaluation (issue 8; not part of `make test`) ----------------
 # BENCH_REPOS: folders or git directories to add to the corpus (e.g. fetched pytorch/examples,
