@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install imports test demo lint docs bench-vram bench-real bench-lsp clean
+.PHONY: help install imports test demo dist lint docs bench-vram bench-real bench-lsp clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -29,8 +29,23 @@ test: $(STAMP) imports test-vscode ## Install what is missing, then run the whol
 	@$(BIN)/python -m pytest tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: treating that as a failure" >&2; exit 1; fi; exit $$status
 
-demo: $(STAMP) ## Install, then lint the bundled examples
-	-$(BIN)/torch-preflight check examples/
+# The demo has its own venv with the runtime package only (parso, jedi, pygls, lsprotocol, rich):
+# no torch, no dev tools, so a fresh clone lints the examples in seconds. Editable, so it
+# follows the checkout; pip's own upgrade is skipped (the venv's pip builds it fine).
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	@test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP) ## Install the runtime package only (.venv-demo), then lint the bundled examples
+	-$(DEMO_VENV)/bin/torch-preflight check examples/
+
+dist: $(STAMP) ## Build the wheel and sdist of the `pytorch-preflight` distribution into dist/
+	@rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 lint: $(STAMP) ## Run ruff, mypy and the import layering contract
 	$(BIN)/ruff check .
@@ -43,7 +58,7 @@ docs: $(STAMP) ## Regenerate docs/rules from the rule docstrings
 include vscode-client/Makefile.inc
 
 clean: ## Remove build artefacts and caches
-	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .torch-preflight-cache
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .torch-preflight-cache $(DEMO_VENV) $(BUNDLE_LIBS) $(BUNDLE_STAMP)
 
 # ---- bench-real: the real-world evaluation (issue 8; not part of `make test`) ----------------
 # BENCH_REPOS: folders or git directories to add to the corpus (e.g. fetched pytorch/examples,
