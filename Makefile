@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install imports test demo lint docs bench-vram bench-real bench-lsp clean
+.PHONY: help install imports test demo lint docs bench-vram bench-real bench-blind bench-lsp clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -60,6 +60,17 @@ bench-real: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Real-world benchmark: p
 	$(BIN)/python bench/realworld/mutate.py --root . --skip corpus/packages/torch/ \
 		bench/out/corpus/repos bench/out/corpus/packages bench/realworld/seeds
 	$(BIN)/python bench/realworld/run.py
+
+# ---- bench-blind: the blind precision corpus (issue 17; not part of `make test`) ----------------
+# 22 public repositories pinned in bench/realworld/blind.json, materialised from local bare git
+# mirrors ($(BENCH_MIRRORS)/<owner>+<name>/repo; a missing one is named with the command that gets it).
+# Re-measure another checkout: python bench/realworld/blind.py check --checkout DIR --out FILE, then
+# python bench/realworld/blind.py diff bench/realworld/blind_before.json FILE
+BENCH_MIRRORS ?= /work/.mirror
+bench-blind: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Blind corpus: findings of this checkout (-j 1, cold), per-file time, diff against the recorded "before" (~5 min)
+	BENCH_MIRRORS=$(BENCH_MIRRORS) $(BIN)/python bench/realworld/blind.py materialise
+	$(BIN)/python bench/realworld/blind.py check --out bench/out/blind-findings.json
+	$(BIN)/python bench/realworld/blind.py diff bench/realworld/blind_before.json bench/out/blind-findings.json
 
 # ---- bench-vram: estimator accuracy against measured peaks (issue 5; not part of `make test`) ----
 # Ground truth runs each bench/vram script under torch 2.13 (CPU wheel) in its own venv, with the
