@@ -722,17 +722,21 @@ def op_remove_no_grad_decorator(ix: Index) -> Iterator[Mutant]:
 
 
 def op_gan_drop_zero_grad(ix: Index) -> Iterator[Mutant]:
+    """A training loop (with whatever loops it nests, e.g. a critic's inner loop) that clears two
+    different modules or optimizers and steps two optimizers: delete one of the two clears."""
+    seen: set[int] = set()
     for loop in ast.walk(ix.tree):
-        if not isinstance(loop, ast.For | ast.While) or not loop_trains(loop):
+        if not isinstance(loop, ast.For | ast.While) or not loop_trains(loop) or ix.enclosing_loops(loop):
             continue
-        if any(isinstance(x, ast.For | ast.While) and x is not loop and loop_trains(x) for x in ast.walk(loop)):
-            continue  # the innermost training loop only
         zgs = [s for s in ast.walk(loop) if isinstance(s, ast.stmt) and expr_call_attr(s) == "zero_grad" and ix.own_lines(s)]
         receivers = {dotted(s.value.func.value) for s in zgs if isinstance(s.value.func, ast.Attribute)}
         steps = {dotted(c.func.value) for c in calls_in(loop, "step") if isinstance(c.func, ast.Attribute)}
-        if len(zgs) != 2 or len(receivers) != 2 or len(steps) < 2 or "" in receivers:
+        if len(receivers) != 2 or len(steps) < 2 or "" in receivers:
             continue
         for zg in zgs:
+            if zg.lineno in seen:
+                continue
+            seen.add(zg.lineno)
             text, line, f = delete_stmt(ix, zg)
             extra = [c.lineno for c in calls_in(loop, "backward") + calls_in(loop, "step")]
             yield mk("gan_drop_zero_grad", ix, text, line, zg.lineno, zg, f, extra)
