@@ -355,15 +355,30 @@ def cmd_diff(args: argparse.Namespace) -> int:
             print(f"  {'%dx ' % n if n > 1 else ''}{loc} {f['code']} [{verdict}]\n      {f['text'][:100]}")
 
     lost, new = b - a, a - b
+    # A finding whose line moved (same file, cell and code; another line text) is paired, not lost + new.
+    moved: list[tuple[tuple, tuple]] = []
+    for k in sorted(lost.elements()):
+        partner = next((n for n in sorted(new.elements()) if n[:3] == k[:3]), None)
+        if partner is not None:
+            moved.append((k, partner))
+            lost[k] -= 1
+            new[partner] -= 1
+    lost, new = +lost, +new
     print(f"before: {before.get('version')} {before.get('checkout_commit', '')[:10]}: {len(before['findings'])} findings")
     print(f"after:  {after.get('version')} {after.get('checkout_commit', '')[:10]}: {len(after['findings'])} findings")
     show("LOST (in before, not after)", lost)
     show("NEW (in after, not before)", new)
+    print(f"\nMOVED (same file, cell and code, another line): {len(moved)}")
+    for old, cur in moved:
+        t = triage.get(old)
+        print(f"  {cur[0]}" + (f" cell {cur[1]}" if cur[1] else "") + f" {cur[2]}: {where[old]['line']} -> "
+              f"{where[cur]['line']} [{t['verdict'] if t else 'untriaged'}]")
+    carried = {cur: triage[old] for old, cur in moved if old in triage}
     for name, res in (("before", before), ("after", after)):
-        c = Counter(triage[k]["verdict"] if k in triage else "untriaged" for k in multiset(res["findings"]).elements())
-        fp = c["false"]
+        c = Counter((triage.get(k) or carried.get(k) or {}).get("verdict", "untriaged")
+                    for k in multiset(res["findings"]).elements())
         print(f"{name}: " + ", ".join(f"{v} {n}" for v, n in sorted(c.items()))
-              + f"; false positives per 50k lines: {fp / (res['lines'] / 50000):.2f}")
+              + f"; false positives per 50k lines: {c['false'] / (res['lines'] / 50000):.2f}")
         slow = {p: t for p, t in res.get("cpu_s_per_file", {}).items() if t > 1.0}
         print(f"{name}: files over 1 s CPU: {len(slow)}" + "".join(f"\n    {t:.2f}s {p}" for p, t in
                                                                   sorted(slow.items(), key=lambda x: -x[1])))
