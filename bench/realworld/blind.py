@@ -11,6 +11,8 @@ Subcommands:
   check              run a torch-preflight over the corpus (-j 1, --no-cache, JSON, --select ALL) and
                      time each file in one process (CPU seconds, no result cache); write a findings JSON
                      --tool PATH_TO_torch-preflight | --checkout DIR (uses DIR/.venv/bin/torch-preflight)
+  timing --root DIR --out FILE [--tool PATH | --checkout DIR]
+                     per-file CPU time over any folder (e.g. the bench-real corpus bench/out/corpus)
   peer               run the peer (bench/.venv-peer, black box; reads no notebooks) over the .py files
   diff BEFORE AFTER  new and lost findings, with their triage verdict when known (blind_triage.json)
   report             write the "blind corpus" sections of docs/false-positives.md and docs/benchmarks.md
@@ -134,7 +136,7 @@ def archive(gd: Path, commit: str, dest: Path) -> list[str]:
     batch = subprocess.run(["git", "--git-dir", str(gd), "cat-file", "--batch"], capture_output=True,
                            input="".join(f"{sha}\n" for sha, _ in wanted).encode(), check=True).stdout
     missing, pos = [], 0
-    for sha, path in wanted:
+    for _sha, path in wanted:
         header_end = batch.index(b"\n", pos)
         header = batch[pos:header_end].split()
         if header[-1] == b"missing":
@@ -202,6 +204,37 @@ for path in json.load(open(files)):
     times[path] = round(one(path), 4)
 json.dump(times, open(out, "w"))
 """
+
+
+def time_files(tool: Path, files: list[Path], root: Path) -> dict[str, float]:
+    """CPU seconds per file, each checked in one process of the tool's own Python (relative to root)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        listing = Path(tmp) / "files.json"
+        listing.write_text(json.dumps([str(f) for f in files]))
+        warm = Path(tmp) / "warm.py"
+        warm.write_text("import torch\n\nmodel = torch.nn.Linear(2, 2)\n")
+        out = Path(tmp) / "times.json"
+        subprocess.run([str(tool.parent / "python"), "-c", TIMER, str(listing), str(out), str(warm)], check=True, cwd=ROOT)
+        return {str(Path(k).resolve().relative_to(root.resolve())): v for k, v in json.loads(out.read_text()).items()}
+
+
+def cmd_timing(args: argparse.Namespace) -> int:
+    """Per-file CPU time over any folder (e.g. the bench-real corpus, bench/out/corpus)."""
+    tool = tool_from(args)
+    root = Path(args.root).resolve()
+    files = corpus_files(root)
+    start = time.perf_counter()
+    times = time_files(tool, files, root)
+    slow = sorted(((t, p) for p, t in times.items() if t > 1.0), reverse=True)
+    Path(args.out).write_text(json.dumps({"tool": str(tool), "root": str(root), "files": len(files),
+                                          "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                          "wall_s": round(time.perf_counter() - start, 1),
+                                          "total_cpu_s": round(sum(times.values()), 1),
+                                          "over_1s": [[p, t] for t, p in slow], "cpu_s_per_file": times}, indent=1) + "\n")
+    log(f"{len(files)} files, {sum(times.values()):.0f} s CPU; over 1 s: {len(slow)}")
+    for t, p in slow:
+        log(f"  {t:.2f}s {p}")
+    return 0
 
 
 def tool_from(args: argparse.Namespace) -> Path:
@@ -273,16 +306,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise SystemExit(f"{tool} exited {proc.returncode}: {proc.stderr[-2000:]}")
         raw = json.loads(out.read_text() or "[]")
         internal = proc.stderr.count("internal error")
-        times: dict[str, float] = {}
-        if not args.no_timing:
-            listing = Path(tmp) / "files.json"
-            listing.write_text(json.dumps([str(f) for f in files]))
-            warm = Path(tmp) / "warm.py"
-            warm.write_text("import torch\n\nmodel = torch.nn.Linear(2, 2)\n")
-            timing_out = Path(tmp) / "times.json"
-            python = tool.parent / "python"
-            subprocess.run([str(python), "-c", TIMER, str(listing), str(timing_out), str(warm)], check=True, cwd=ROOT)
-            times = {rel(k): v for k, v in json.loads(timing_out.read_text()).items()}
+        times = {} if args.no_timing else time_files(tool, files, OUT)
     findings = sorted((normalise(i) for i in raw), key=lambda f: (f["path"], f["cell"] or 0, f["line"], f["code"] or ""))
     result = {
         "tool": str(tool), "version": version, "checkout_commit": commit,
@@ -333,7 +357,8 @@ def key(f: dict) -> tuple:
 def load_triage() -> dict[tuple, dict]:
     if not TRIAGE.exists():
         return {}
-    return {key(t): t for t in json.loads(TRIAGE.read_text())["findings"]}
+    return {key(t) if t.get("tool", "ours") == "ours" else ("peer", *key(t)): t
+            for t in json.loads(TRIAGE.read_text())["findings"]}
 
 
 def multiset(findings: list[dict]) -> Counter:
@@ -352,7 +377,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             f, t = where[k], triage.get(k)
             loc = f"{f['path']}" + (f" cell {f['cell']}" if f.get("cell") else "") + f":{f['line']}"
             verdict = f"{t['verdict']}: {t['why']}" if t else "untriaged"
-            print(f"  {'%dx ' % n if n > 1 else ''}{loc} {f['code']} [{verdict}]\n      {f['text'][:100]}")
+            print(f"  {f'{n}x ' if n > 1 else ''}{loc} {f['code']} [{verdict}]\n      {f['text'][:100]}")
 
     lost, new = b - a, a - b
     # A finding whose line moved (same file, cell and code; another line text) is paired, not lost + new.
@@ -415,7 +440,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     lines = res["lines"]
     ours = [(f, triage.get(key(f))) for f in res["findings"]]
     c = Counter(t["verdict"] if t else "untriaged" for _, t in ours)
-    peer_items = [(f, triage.get(key(f) + ("peer",)) or triage.get(("peer",) + key(f))) for f in (peer or {}).get("findings", [])]
+    peer_items = [(f, triage.get(("peer", *key(f)))) for f in (peer or {}).get("findings", [])]
 
     repo_rows = []
     by_repo_ours = Counter(f["path"].split("/")[0] for f, _ in ours)
@@ -504,6 +529,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "out" / "blind-findings.json"))
     p.add_argument("--no-timing", action="store_true", help="skip the per-file timing pass")
     p.set_defaults(func=cmd_check)
+    p = sub.add_parser("timing")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--tool")
+    g.add_argument("--checkout")
+    p.add_argument("--root", required=True, help="the folder whose .py and .ipynb files are timed")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_timing)
     p = sub.add_parser("peer")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.set_defaults(func=cmd_peer)
