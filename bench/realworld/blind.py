@@ -474,7 +474,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         sev = Counter(f["severity"] for f, _ in peer_items)
         fp += [f"Peer (torch-preflight 0.5.0, `check -f json`, .py files only: {peer['files']} files, "
                f"{peer['lines']:,} lines): {len(peer_items)} findings ({', '.join(f'{n} {s}' for s, n in sorted(sev.items()))}); "
-               f"triaged: {pc['true']} true, {pc['debatable']} debatable, {pc['false']} false, {pc['untriaged']} untriaged.", ""]
+               f"triaged (its errors): {pc['true']} true, {pc['debatable']} debatable, {pc['false']} false "
+               f"({pc['false'] / (peer['lines'] / 50000):.2f} false positives per 50,000 .py lines), {pc['untriaged']} untriaged "
+               "(warnings and notes).", ""]
+        py = Counter(t["verdict"] if t else "untriaged" for f, t in ours if not f["path"].endswith(".ipynb"))
+        fp += [f"Ours on the same .py files: {sum(py.values())} findings: {py['true']} true, {py['debatable']} debatable, "
+               f"{py['false']} false ({py['false'] / (peer['lines'] / 50000):.2f} per 50,000 .py lines).", ""]
     rows = []
     for f, t in ours:
         loc = f"`{f['path']}" + (f" cell {f['cell']}" if f.get("cell") else "") + f":{f['line']}`"
