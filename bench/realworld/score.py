@@ -7,7 +7,8 @@ line, or names a related location within ±3 lines of it (SARIF `relatedLocation
 more such findings on the mutant than on its clean original at the same place. No per-kind
 exclusion, no header anchors. Two columns: all mutants, and real bugs only (the mutants listed in
 an equivalent.json as injecting no bug, each with its reason, are left out). The peer
-(torch-preflight 0.5.0, JSON, no related locations) is scored the same way with its own codes.
+(torch-preflight 0.5.0, JSON, no related locations) is scored the same way with its own codes. A
+diagnostic column, not a score: a new finding of the right code anywhere in the mutant.
 
 Usage:
   python score.py --mutants DIR [--tool PATH_TO_torch-preflight | --checkout DIR] [--peer PATH]
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             codes = tuple(m["expected"]) if tool_name == "ours" else PEER_EXPECTED.get(m["kind"], ())
             fm, fo = found.get(m["file"], []), found.get(m["orig"], [])
             row[tool_name] = bool(codes) and near(fm, m["line"], codes) > near(fo, m["orig_line"], codes)
+            row[f"{tool_name}_anywhere"] = bool(codes) and sum(c in codes for c, _, _ in fm) > sum(c in codes for c, _, _ in fo)
             row[f"{tool_name}_near"] = sorted({f"{c}@{at}" for c, at, _ in fm if abs(at - m["line"]) <= WINDOW})
         rows.append(row)
 
@@ -162,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         for t in results:
             entry[f"{t}_all"] = sum(r[t] for r in kr)
             entry[f"{t}_bugs"] = sum(r[t] for r in bugs)
+            entry[f"{t}_anywhere"] = sum(r[f"{t}_anywhere"] for r in kr)
         summary[kind] = entry
-    headers = ["kind", "our codes", "mutants", "harmless", "ours, all mutants", "ours, real bugs"]
+    headers = ["kind", "our codes", "mutants", "harmless", "ours, all mutants", "ours, real bugs", "ours, anywhere in the file"]
     if "peer" in results:
         headers += ["peer codes", "peer, all mutants", "peer, real bugs"]
     table = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, e in summary.items():
         bugs = e["n"] - e["harmless"]
         cells = [kind, ",".join(e["expected"]), str(e["n"]), str(e["harmless"]), pct(e["ours_all"], e["n"]),
-                 pct(e["ours_bugs"], bugs)]
+                 pct(e["ours_bugs"], bugs), pct(e["ours_anywhere"], e["n"])]
         if "peer" in results:
             cells += [",".join(PEER_EXPECTED.get(kind, ())) or "(none)", pct(e["peer_all"], e["n"]),
                       pct(e["peer_bugs"], bugs)]
@@ -180,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(v, int):
                 tot[k] += v
     bugs = tot["n"] - tot["harmless"]
-    cells = ["**all**", "", str(tot["n"]), str(tot["harmless"]), pct(tot["ours_all"], tot["n"]), pct(tot["ours_bugs"], bugs)]
+    cells = ["**all**", "", str(tot["n"]), str(tot["harmless"]), pct(tot["ours_all"], tot["n"]), pct(tot["ours_bugs"], bugs),
+             pct(tot["ours_anywhere"], tot["n"])]
     if "peer" in results:
         cells += ["", pct(tot["peer_all"], tot["n"]), pct(tot["peer_bugs"], bugs)]
     table.append("| " + " | ".join(cells) + " |")
