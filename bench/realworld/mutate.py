@@ -19,9 +19,12 @@ make zero_grad unconditional under accumulation; accumulate the loss tensor inst
 .item(); append the loss tensor to a list; remove a torch.no_grad() wrapper; delete
 model.eval(); delete model.train() in an epoch loop; construct the optimizer inside the
 loop; delete sampler.set_epoch; apply softmax before cross-entropy; fit a scaler before the
-split; call forward() directly.
+split; call forward() directly. With `--harder` (issue 16, HARD_KINDS): remove an evaluation
+function's no_grad decorator; drop one of a GAN's two clears; delete `x.sampler.set_epoch` (an
+attribute chain); delete a zero_grad / eval() / train() / no_grad block inside a helper that a loop
+calls. bench/realworld/score.py scores them strictly.
 
-Usage: python bench/realworld/mutate.py [--out DIR] [--per-kind N] [--per-file N] SOURCE ...
+Usage: python bench/realworld/mutate.py [--harder] [--out DIR] [--per-kind N] [--per-file N] SOURCE ...
 """
 
 from __future__ import annotations
@@ -672,19 +675,13 @@ assert set(OPERATORS) == set(KINDS)
 
 HARD_KINDS: dict[str, tuple[tuple[str, ...], str]] = {
     "remove_no_grad_decorator": (("TPF007",), "remove the @torch.no_grad()/@torch.inference_mode() decorator of an evaluation function"),
-    "gan_drop_zero_grad": (("TPF001",), "delete one of two zero_grad() calls in a loop that steps two optimizers (GAN clears)"),
+    "gan_drop_zero_grad": (("TPF001",), "delete one zero_grad() of a loop that clears two modules and steps two optimizers (GAN clears)"),
     "delete_set_epoch_chain": (("TPF014",), "delete `x.sampler.set_epoch(epoch)` reached through an attribute chain"),
     "helper_drop_zero_grad": (("TPF001",), "delete the zero_grad() of a step helper (no loop of its own) that a loop calls"),
     "helper_drop_eval": (("TPF008",), "delete model.eval() in an evaluation helper (no loop of its own) that a loop calls"),
     "helper_drop_train": (("TPF009",), "delete model.train() in a step helper (no loop of its own) that an epoch loop calls"),
     "helper_remove_no_grad": (("TPF007",), "remove the torch.no_grad() block of an evaluation helper (no loop of its own) that a loop calls"),
 }
-
-
-def _loops_calling(ix: Index, name: str) -> list[ast.AST]:
-    return [loop for loop in ast.walk(ix.tree) if isinstance(loop, ast.For | ast.While | ast.AsyncFor)
-            and any(isinstance(c, ast.Call) and (getattr(c.func, "id", None) == name or getattr(c.func, "attr", None) == name)
-                    for c in ast.walk(loop))]
 
 
 def _helper(ix: Index, stmt: ast.stmt) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -695,7 +692,7 @@ def _helper(ix: Index, stmt: ast.stmt) -> ast.FunctionDef | ast.AsyncFunctionDef
         return None
     if any(isinstance(n, ast.For | ast.While | ast.AsyncFor) for n in ast.walk(fn)):
         return None
-    return fn if _loops_calling(ix, fn.name) else None
+    return fn if ix.loops_calling(fn.name) else None
 
 
 def _remove_decorator(ix: Index, fn: ast.AST, deco: ast.AST) -> tuple[str, int, Callable[[int], int]]:
@@ -723,7 +720,7 @@ def op_remove_no_grad_decorator(ix: Index) -> Iterator[Mutant]:
 
 def op_gan_drop_zero_grad(ix: Index) -> Iterator[Mutant]:
     """A training loop (with whatever loops it nests, e.g. a critic's inner loop) that clears two
-    different modules or optimizers and steps two optimizers: delete one of the two clears."""
+    different modules or optimizers and steps two optimizers: delete one of its clears."""
     seen: set[int] = set()
     for loop in ast.walk(ix.tree):
         if not isinstance(loop, ast.For | ast.While) or not loop_trains(loop) or ix.enclosing_loops(loop):
