@@ -83,7 +83,7 @@ bench-hard: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Harder mutation benchma
 		--out bench/out/mutants-hard bench/out/corpus/repos bench/out/corpus/packages bench/realworld/seeds
 	$(BIN)/python bench/realworld/score.py --mutants bench/out/mutants-hard --tool $(TOOL) \
 		--peer $(PEER_VENV)/bin/torch-preflight --equivalent bench/realworld/equivalent.json \
-		--out bench/out/hard-score.json --markdown bench/out/hard-score.md
+		--out bench/out/hard-score.json --markdown bench/out/hard-score.md --compare bench/realworld/hard_before.json
 
 # ---- bench-vram: estimator accuracy against measured peaks (issue 5; not part of `make test`) ----
 # Ground truth runs each bench/vram script under torch 2.13 (CPU wheel) in its own venv, with the

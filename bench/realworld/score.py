@@ -12,7 +12,7 @@ diagnostic column, not a score: a new finding of the right code anywhere in the 
 
 Usage:
   python score.py --mutants DIR [--tool PATH_TO_torch-preflight | --checkout DIR] [--peer PATH]
-                  [--equivalent FILE] [--out FILE.json] [--markdown FILE.md]
+                  [--equivalent FILE] [--out FILE.json] [--markdown FILE.md] [--compare BEFORE.json]
 """
 
 from __future__ import annotations
@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--equivalent", type=Path, help="equivalent.json: harmless mutants with their reasons")
     parser.add_argument("--out", type=Path, help="write per-mutant results and the summary here (JSON)")
     parser.add_argument("--markdown", type=Path, help="write the per-kind table here")
+    parser.add_argument("--compare", type=Path, help="a previous --out JSON (or hard_before.json): list the mutants "
+                                                     "caught now and not then, and the other way round")
     args = parser.parse_args(argv)
 
     tool = (args.checkout / ".venv" / "bin" / "torch-preflight") if args.checkout else args.tool
@@ -192,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     print(f"\nours: {tot['ours_all']}/{tot['n']} all mutants, {tot['ours_bugs']}/{bugs} real bugs "
           f"(strict: ±{WINDOW} lines of the mutated line or a related location)")
+    if args.compare:
+        then = {r["id"]: r["ours"] for r in json.loads(args.compare.read_text())["rows"]}
+        for title, want in (("GAINED (caught now, missed before)", True), ("LOST (missed now, caught before)", False)):
+            ids = [r["id"] for r in rows if r["id"] in then and r["ours"] == want and then[r["id"]] != want]
+            print(f"\n{title}: {len(ids)}" + "".join(f"\n  {i}" for i in ids))
     if args.markdown:
         args.markdown.write_text(md + "\n")
     if args.out:
