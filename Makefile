@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install imports test demo dist lint docs bench-vram bench-real bench-lsp clean
+.PHONY: help install imports test demo dist lint docs bench-vram bench-real bench-blind bench-hard bench-lsp clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -75,6 +75,30 @@ bench-real: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Real-world benchmark: p
 	$(BIN)/python bench/realworld/mutate.py --root . --skip corpus/packages/torch/ \
 		bench/out/corpus/repos bench/out/corpus/packages bench/realworld/seeds
 	$(BIN)/python bench/realworld/run.py
+
+# ---- bench-blind: the blind precision corpus (issue 17; not part of `make test`) ----------------
+# 22 public repositories pinned in bench/realworld/blind.json, materialised from local bare git
+# mirrors ($(BENCH_MIRRORS)/<owner>+<name>/repo; a missing one is named with the command that gets it).
+# Re-measure another checkout: python bench/realworld/blind.py check --checkout DIR --out FILE, then
+# python bench/realworld/blind.py diff bench/realworld/blind_before.json FILE
+# TOOL: the torch-preflight to measure (default: this checkout's), e.g. TOOL=/work/wt-XX/.venv/bin/torch-preflight
+BENCH_MIRRORS ?= /work/.mirror
+TOOL ?= $(BIN)/torch-preflight
+bench-blind: $(STAMP) ## Blind corpus: findings of TOOL (-j 1, cold), per-file CPU time, diff against the recorded "before" (~5 min)
+	BENCH_MIRRORS=$(BENCH_MIRRORS) $(BIN)/python bench/realworld/blind.py materialise
+	$(BIN)/python bench/realworld/blind.py check --tool $(TOOL) --out bench/out/blind-findings.json
+	$(BIN)/python bench/realworld/blind.py diff bench/realworld/blind_before.json bench/out/blind-findings.json
+
+# ---- bench-hard: the harder mutation benchmark (issue 16; not part of `make test`) ----------------
+# The bench-real corpus with mutate.py --harder; scored strictly by score.py (±3 lines or a related
+# location, no per-kind exclusion), all mutants and real bugs only, the peer beside.
+bench-hard: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Harder mutation benchmark of TOOL, strict window, peer beside (~10 min)
+	$(BIN)/python bench/realworld/corpus.py $(BENCH_REPOS)
+	$(BIN)/python bench/realworld/mutate.py --harder --per-kind 40 --root . --skip corpus/packages/torch/ \
+		--out bench/out/mutants-hard bench/out/corpus/repos bench/out/corpus/packages bench/realworld/seeds
+	$(BIN)/python bench/realworld/score.py --mutants bench/out/mutants-hard --tool $(TOOL) \
+		--peer $(PEER_VENV)/bin/torch-preflight --equivalent bench/realworld/equivalent.json \
+		--out bench/out/hard-score.json --markdown bench/out/hard-score.md --compare bench/realworld/hard_before.json
 
 # ---- bench-vram: estimator accuracy against measured peaks (issue 5; not part of `make test`) ----
 # Ground truth runs each bench/vram script under torch 2.13 (CPU wheel) in its own venv, with the
