@@ -366,9 +366,19 @@ class ModuleModel:
         return found
 
     def kind_of(self, name: str | None, scope: str, _depth: int = 0) -> Kind:
-        """What `name` holds at `scope`: from its assignments, else from its spelling."""
+        """What `name` holds at `scope`: from its assignments, else from its spelling.
+        Memoised per model (with the depth, which bounds the search): a chain of expressions
+        that read many names asks about the same names again and again."""
         if not name or _depth > 6:
             return Kind.UNKNOWN
+        memo = self.__dict__.setdefault("_kind_memo", {})
+        key = (name, scope, _depth)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._kind_of(name, scope, _depth)
+        return found
+
+    def _kind_of(self, name: str, scope: str, _depth: int) -> Kind:
         for event in reversed(self.assignments(name, scope)):
             if event.value is not None and len(event.targets) == 1:
                 kind = self.kind_of_value(event.value, event.function, _depth + 1)
