@@ -76,8 +76,9 @@ def estimate_source(
         if project is None and os.path.isfile(path):
             project = Project().view()
         return estimate(model, model.tree, options or EstimateOptions(), project=project)
-    except Exception:
-        return []
+    except Exception as exc:  # a bug in the estimator: say so rather than "no model found"
+        text = f"internal error in estimator ({type(exc).__name__}: {str(exc)[:80]}); please report it"
+        return [failed_report(text, (options or EstimateOptions()).device)]
 
 
 def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, project: ProjectView | None = None) -> list[MemoryReport]:
@@ -86,7 +87,7 @@ def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pro
     try:
         return _estimate(model, tree, options, project)
     except RecursionError:
-        return []
+        return [failed_report("the code is nested too deeply to read", options.device)]
 
 
 def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None,
@@ -266,9 +267,14 @@ def _layers(mod: Module, has_step: bool, device: str) -> tuple[LayerEstimate, ..
             continue
         itemsize = ITEMSIZE.get(m.dtype, 4)
         pbytes = sum(rnd(s * itemsize) for s in m.own_param_sizes())
-        rows.append(LayerEstimate(name or "(model)", m.type, m.line, m.col, own, pbytes,
-                                  m.saved_bytes if has_step else None, tuple(m.output_shape) if m.output_shape is not None else None,
-                                  m.file or None))
+        unknown = m.args.get("incomplete") if m.catalog else None
+        # "(model)": the model's own row, parameters it holds itself and what the ops written in its forward() save
+        # (the same key as `measure`'s rows; the text output labels it with the class name)
+        label = name or "(model)"
+        rows.append(LayerEstimate(label, m.type, m.line, m.col, own, pbytes,
+                                  m.saved_bytes if has_step and not unknown else None,
+                                  tuple(m.output_shape) if m.output_shape is not None else None,
+                                  m.file or None, str(unknown) if unknown else None))
     return tuple(rows)
 
 
@@ -289,8 +295,6 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         assumptions.append(Assumption("zero_grad(set_to_none=False): gradients stay allocated through the step", None))
     else:
         assumptions.append(Assumption("gradients are freed by zero_grad() (set_to_none=True) before forward", None))
-    if run.step is None:
-        assumptions.append(Assumption("no training step or input shape found: activations unknown (pass --input-shape)", None))
     if mod.dtype != "float32":
         assumptions.append(Assumption(f"parameters in {mod.dtype}", None))
     if options.device == "cuda" and run.step is not None and _uses_cublas(mod):
@@ -301,12 +305,12 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         assumptions.append(Assumption(f"cuBLASLt workspace: {CUBLASLT_WORKSPACE / 2**20:g} MiB (a Linear with a bias), counted in other", None))
     if options.device == "cuda" and run.step is not None:
         assumptions.extend(Assumption(text, None) for text in _cudnn_caveats(mod))
-    for text, line in it.problems:
-        assumptions.append(Assumption(f"could not read: {text}" + (f" ({path}:{line + 1})" if line is not None else ""), line))
+    unknowns = _unknowns(run, path)
     breakdown = {"parameters": tl.parameters, "gradients": tl.gradients, "optimizer_state": tl.optimizer_state,
                  "activations": tl.activations, "other": tl.other}
     budget = options.budget
-    fits = None if budget is None else tl.peak <= budget
+    # a lower bound over the budget does not fit; one under it says nothing
+    fits = None if budget is None else (tl.peak <= budget if run.complete else (False if tl.peak > budget else None))
     suggestions: tuple[Suggestion, ...] = ()
     max_batch = None
     if budget is not None and options.remedies and run.step is not None:
@@ -316,9 +320,32 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
     return MemoryReport(
         model=mod.type, model_line=run.line, peak_bytes=tl.peak, breakdown=breakdown,
         layers=_layers(mod, run.step is not None, options.device), assumptions=tuple(assumptions), suggestions=suggestions,
-        complete=run.complete, budget_bytes=budget, fits=fits, max_batch_size=max_batch, device=options.device,
-        model_col=run.col, overhead_bytes=overhead,
+        complete=run.complete and not unknowns, budget_bytes=budget, fits=fits, max_batch_size=max_batch if run.complete else None,
+        device=options.device, model_col=run.col, overhead_bytes=overhead, unknowns=unknowns, phase=tl.phase,
+        saved_activation_bytes=sum(m.saved_bytes for m in mod.modules()) if run.step is not None else None,
     )
+
+
+def _unknowns(run: _Run, path: str) -> tuple[Assumption, ...]:
+    """What the estimate could not read, each once: the training step, then what the interpreter met."""
+    out: list[Assumption] = []
+    if run.step is None:
+        out.append(Assumption("activations: no training step or input shape found (pass --input-shape)", None))
+    for text, line in run.it.problems:
+        out.append(Assumption(text + (f" ({path}:{line + 1})" if line is not None else ""), line))
+    for m in run.module.modules():
+        reason = m.args.get("incomplete") if m.catalog else None
+        if reason and not any(str(reason) in a.text for a in out):
+            out.append(Assumption(f"{m.type}: {reason}", m.line if not m.file else None))
+    return tuple(out)
+
+
+def failed_report(text: str, device: str = "cuda") -> MemoryReport:
+    """The report of an estimate that failed as a whole: nothing known, and why."""
+    return MemoryReport(model="(not estimated)", model_line=0, peak_bytes=0,
+                        breakdown=dict.fromkeys(("parameters", "gradients", "optimizer_state", "activations", "other"), 0),
+                        layers=(), assumptions=(), suggestions=(), complete=False, device=device,
+                        unknowns=(Assumption(text, None),))
 
 
 def _rerun(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions, **changes: object) -> _Run | None:

@@ -160,6 +160,7 @@ class Interpreter:
         self.assumptions: list[tuple[str, int | None]] = []
         self.problems: list[tuple[str, int | None]] = []
         self.batch_sizes: list[tuple[int, int]] = []  # (value, line)
+        self.decisions: dict[str, bool] = {}  # a condition that is not known -> the value it was taken to have
         self.line = 0
         self.in_script = 0  # > 0 while running script code (not model code)
         self.classes: dict[str, ClassValue] = {}
@@ -195,7 +196,22 @@ class Interpreter:
         finally:
             self.guessing -= 1
 
-    def assume(self, text: str, line: int | None) -> None:
+    def decide(self, test: ast.expr) -> bool:
+        """The branch to take on a condition that is not known: the first, unless the same condition (or its
+        negation) was decided before, so that `if not self.flash:` in __init__ and `if self.flash:` in forward
+        agree on what `self.flash` is."""
+        negated = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, not negated
+        key = ast.unparse(test)
+        value = self.decisions.setdefault(key, not negated)
+        return value != negated
+
+    def assume(self, text: str, line: int | None, path: str | None = None) -> None:
+        """A value the estimate rests on, read at `line` of `path` (default: the running file)."""
+        path = path or self.cur_path
+        if line is not None and path != self.model.path:  # another module's line: name the file in the text
+            text, line = f"{text} from {path.rsplit('/', 1)[-1]}:{line + 1}", None
         if (text, line) not in self.assumptions:
             self.assumptions.append((text, line))
 
@@ -232,8 +248,9 @@ class Interpreter:
             raise
         except RecursionError:
             raise Budget from None
-        except Exception as exc:  # a construct the interpreter does not model: note it and go on
-            self.problem(f"could not read `{ast.unparse(node).splitlines()[0][:60]}` ({type(exc).__name__})", node)
+        except Exception as exc:  # a bug or a gap in the interpreter: say so, and go on with the next statement
+            self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
+                         f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
 
     def _exec_stmt(self, node: ast.stmt, scope: Scope) -> None:
         if isinstance(node, ast.Expr):
@@ -268,8 +285,10 @@ class Interpreter:
                 if self.in_script:
                     self.guessed_block(node.body, scope)  # script code: take the main branch
                 else:
-                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its first branch", node)
-                    self.guessed_block(node.body, scope)
+                    taken = self.decide(node.test)
+                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
+                                 f"{'first' if taken else 'second'} branch", node)
+                    self.guessed_block(node.body if taken else node.orelse, scope)
             elif cond:
                 self.exec_block(node.body, scope)
             else:
@@ -1022,7 +1041,10 @@ class Interpreter:
 
     def loader_batch(self, loader: Loader, node: ast.AST) -> Any:
         b = loader.batch_size
-        self.assume(f"batch_size={b}", loader.line)
+        if self.batch_override:
+            self.assume(f"batch_size={b} (--batch-size)", None)
+        elif loader.batch_known:  # an unknown batch size is reported as unknown where the loader is built
+            self.assume(f"batch_size={b}", loader.line, loader.file)
         if self.input_shape is not None:
             return (Tensor((b, *self.input_shape), external=True), Tensor((b,), "int64", external=True))
         if loader.dataset is None:

@@ -78,6 +78,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     short = name.rsplit(".", 1)[-1]
     if name.startswith(("torch.nn.", "nn.")) and short in catalog.SIGNATURES and not name.startswith("torch.nn.functional"):
         return construct(it, short, args, kwargs, node, line, col)
+    if name.startswith("torch.nn.") and name.count(".") == 2 and short[:1].isupper() and short not in ("Parameter", "Module"):
+        return unknown_layer(it, short, node, line, col)  # a torch.nn layer the catalog does not model: named, not guessed
     if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         t = args[0] if args else kwargs.get("data")
         if isinstance(t, Tensor):
@@ -105,15 +107,16 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     if name in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
         ds = args[0] if args else kwargs.get("dataset")
         bs = kwargs.get("batch_size", args[1] if len(args) > 1 else 1)
-        if not isinstance(bs, int):
-            it.problem("DataLoader batch_size is not known", node)
-            bs = it.batch_override or 1
+        known = isinstance(bs, int) and not isinstance(bs, bool)
+        if it.batch_override:
+            bs, known = it.batch_override, True
+        elif not known:
+            it.problem("DataLoader batch_size is not known (pass --batch-size)", node)
+            bs = 1
         else:
             it.batch_sizes.append((bs, line))
-        if it.batch_override:
-            bs = it.batch_override
         guessed = "collate_fn" in kwargs or (isinstance(ds, Dataset) and ds.guessed) or it.guessing > 0
-        return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed)
+        return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
     if name == "torch.utils.data.TensorDataset":
         sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
         return Dataset(sample, "TensorDataset", guessed=it.guessing > 0 or len(sample) != len(args))
@@ -247,7 +250,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             return value
         return UNKNOWN
     if name == "hasattr":
-        return UNKNOWN
+        # feature tests on torch (`hasattr(F, "scaled_dot_product_attention")`): the estimate models torch 2.x
+        return True if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch" else UNKNOWN
     if name == "setattr":
         if len(args) == 3 and isinstance(args[1], str):
             it.setattr(args[0], args[1], args[2], node or ast.Pass())
@@ -258,6 +262,16 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
 
 
 # ---- construction ---------------------------------------------------------------------------------
+def unknown_layer(it: Interpreter, kind: str, node: ast.AST | None, line: int, col: int) -> Module:
+    """A torch.nn layer the estimator does not model: it is listed, with its parameters and forward unknown."""
+    mod = Module(kind, line, col, catalog=True)
+    mod.file = it.foreign_file()
+    mod.doubtful = True
+    mod.args["incomplete"] = f"nn.{kind} is not modelled"
+    it.problem(f"nn.{kind} is not modelled", node)
+    return mod
+
+
 def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
     mod = Module(kind, line, col, catalog=True)
     mod.file = it.foreign_file()
@@ -272,7 +286,7 @@ def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any
             mods = [a for a in args if isinstance(a, Module)]
             if len(mods) != len(args):
                 it.problem("nn.Sequential with an element that is not a known layer", node)
-                mod.args["incomplete"] = True
+                mod.args["incomplete"] = "an element that is not a known layer"
                 mod.doubtful = True
             mod.children = {str(i): m for i, m in enumerate(mods)}
         return mod
@@ -332,7 +346,7 @@ def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any
         mod.params, mod.buffers = catalog.layer_params(kind, a)
     except (catalog.CatalogError, TypeError, KeyError) as exc:
         it.problem(f"nn.{kind}: {exc}", node)
-        mod.args["incomplete"] = True
+        mod.args["incomplete"] = str(exc) or type(exc).__name__
         mod.doubtful = True
     return mod
 
@@ -931,7 +945,7 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     if isinstance(x, ParamValue):
         x = it.param_tensor(x)
     if not isinstance(x, Tensor):
-        it.problem(f"input of {kind} `{mod.name}` is not a known tensor", node)
+        it.problem(f"input of {kind}{f' `{mod.name}`' if mod.name else ''} is not a known tensor", node)
         return UNKNOWN
     a = mod.args
     if it.checker is not None:
@@ -1032,7 +1046,9 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         tgt = args[1] if len(args) > 1 else kwargs.get("tgt")
         memory = it.call_module(mod.children["encoder"], [x], {}, node)
         return it.call_module(mod.children["decoder"], [tgt, memory], {}, node)
-    it.problem(f"forward of nn.{kind} is not modelled", node)
+    if not a.get("incomplete"):  # an unknown layer was reported where it is built
+        it.problem(f"forward of nn.{kind} is not modelled", node)
+        a["incomplete"] = f"the forward of nn.{kind} is not modelled"
     return UNKNOWN
 
 

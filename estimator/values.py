@@ -232,6 +232,8 @@ class Loader:
     batch_size: int
     line: int = 0
     guessed: bool = False  # a collate_fn or a guessed dataset: the batch shape is not known
+    file: str = ""  # the file it is built in
+    batch_known: bool = True  # False: batch_size could not be read (batch_size holds the fallback)
 
 
 @dataclass(eq=False)
