@@ -93,7 +93,7 @@ def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pro
 def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None,
                project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
-                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project)
+                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv)
     it.run()
     return it
 
@@ -199,7 +199,7 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         workspace += CUBLASLT_WORKSPACE
     tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient,
                   batch=batch + workspace,
-                  grads_persist=persist, device=device)
+                  grads_persist=persist, device=device, held=step.held if step is not None else None)
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
     return _Run(it, mod, line, col, step, opt, tl, complete, b)

@@ -18,7 +18,7 @@ from typing import Any
 from torch_preflight.core.names import ImportMap, dotted
 from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.estimator import catalog
+from torch_preflight.estimator import catalog, configs
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     UNKNOWN,
@@ -120,6 +120,7 @@ class StepRecord:
     line: int
     autocast: str | None
     batch: list[Tensor] = field(default_factory=list)
+    held: list[tuple[int, int]] = field(default_factory=list)  # (storage id, bytes) of forward outputs the script still holds
 
 
 @dataclass
@@ -133,8 +134,9 @@ class Instance:
 class Interpreter:
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
-                 project: ProjectView | None = None) -> None:
+                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None) -> None:
         self.model = model
+        self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
         self.user_values: dict[tuple[str, str], Any] = {}
@@ -172,6 +174,21 @@ class Interpreter:
         self.fwd_guessed = False  # the running top-level forward's input shape rests on a guess
         self.mstack: list[Module] = []  # modules whose forward is running, outermost first
         self.cur_node: ast.AST | None = None  # the call being evaluated
+        self.scope: Scope = self.globals  # the scope of the running statement
+
+    def held_outputs(self, rec: Recorder, loss: Tensor) -> list[tuple[int, int]]:
+        """Forward outputs the running code still holds in its variables when backward() runs (`logits, loss =
+        model(x, y)`): autograd frees its saved tensors, but these stay allocated through backward and the step."""
+        produced = {op.out_id for op in rec.ops}
+        held: dict[int, int] = {}
+        scope: Scope | None = self.scope
+        while scope is not None:
+            for value in scope.vars.values():
+                for t in value if isinstance(value, (tuple, list)) else (value,):
+                    if isinstance(t, Tensor) and t.storage is not None and t.storage is not loss.storage and t.storage.id in produced:
+                        held[t.storage.id] = t.storage.nbytes
+            scope = scope.parent
+        return list(held.items())
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def problem(self, text: str, node: ast.AST | None = None) -> None:
@@ -242,6 +259,7 @@ class Interpreter:
     def exec_stmt(self, node: ast.stmt, scope: Scope) -> None:
         self.tick()
         self.line = node.lineno - 1
+        self.scope = scope
         try:
             self._exec_stmt(node, scope)
         except (_Return, _Break, _Continue, Budget):
@@ -272,7 +290,10 @@ class Interpreter:
                 name = self.qualify(dec, scope)
                 if name in ("property", "functools.cached_property"):
                     fn = Obj("property", {"fget": fn})
-                elif name in ("staticmethod", "classmethod", "torch.no_grad", "torch.inference_mode", "functools.wraps"):
+                elif isinstance(fn, Function) and {name, self.qualify(dec.func, scope) if isinstance(dec, ast.Call) else None} & {
+                        "torch.no_grad", "torch.inference_mode"}:
+                    fn.no_grad = True  # runs without recording: an evaluation helper
+                elif name in ("staticmethod", "classmethod", "functools.wraps"):
                     continue
             scope.vars[node.name] = fn
         elif isinstance(node, ast.ClassDef):
@@ -314,7 +335,14 @@ class Interpreter:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
-                scope.vars[local] = Qualified((scope.imports or self.model.imports).resolve(local) or local)
+                # the import map knows the file's own imports; an exec'd file's are read from the statement
+                if isinstance(node, ast.Import):
+                    here = alias.name if alias.asname else local
+                elif node.module and not node.level:
+                    here = f"{node.module}.{alias.name}"
+                else:  # a relative import: the import map knows the package
+                    here = (scope.imports or self.model.imports).resolve(local) or local
+                scope.vars[local] = Qualified(here)
         elif isinstance(node, ast.Break):
             raise _Break
         elif isinstance(node, ast.Continue):
@@ -333,9 +361,12 @@ class Interpreter:
         items = self.iterate(iterable, node)
         if items is None:
             return
+        # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
+        # runs through (a configurator reading sys.argv, a list of layer sizes)
+        every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
         for index, item in enumerate(items):
-            if self.in_script and self.forward_depth == 0 and index >= 1:
-                break  # script loops: one pass is one training step
+            if self.in_script and self.forward_depth == 0 and index >= 1 and not every:
+                break
             self.tick()
             self.assign(node.target, item, scope, node)
             try:
@@ -369,8 +400,14 @@ class Interpreter:
             return list(value.children.values())
         if isinstance(value, Module) and value.type == "ModuleDict":
             return list(value.children)
+        if isinstance(value, Obj) and value.type == "parameters":
+            return [p for _, p in value.attrs["module"].named_parameters()]
         if isinstance(value, Tensor):
-            return [value.view(value.shape[1:])] if value.shape else None
+            if not value.shape:
+                return None
+            # a tensor iterates over its first dimension: as many items as it has rows (a batch of indices)
+            count = value.shape[0] if self.forward_depth == 0 and isinstance(value.shape[0], int) and value.shape[0] <= 4096 else 1
+            return [value.view(value.shape[1:]) for _ in range(count)]
         if self.in_script:
             return [UNKNOWN]
         self.problem(f"cannot iterate `{ast.unparse(getattr(node, 'iter', node))[:40]}`", node)
@@ -548,6 +585,12 @@ class Interpreter:
 
     # ---- functions -----------------------------------------------------------------------------
     def call_function(self, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if fn.no_grad and self.grad_enabled:
+            self.grad_enabled = False
+            try:
+                return self.call_function(fn, args, kwargs)
+            finally:
+                self.grad_enabled = True
         path = getattr(fn.env, "path", "") or self.cur_path
         if path == self.cur_path:
             return self._call_function(fn, args, kwargs)
@@ -626,6 +669,30 @@ class Interpreter:
                     self.cur_path = saved
         self.user_values[key] = value
         return value
+
+    def module_vars(self) -> dict[str, Any]:
+        """`globals()`: the running module's variables, live (a configurator assigns through it)."""
+        scope = self.user_modules.get(self.cur_path) if self.cur_path != self.model.path else None
+        return (scope or self.globals).vars
+
+    def exec_file(self, path: str, node: ast.AST | None) -> None:
+        """`exec(open(path).read())`: read that file of the project and run it in the script's globals (a
+        configurator); lines in it are reported as that file's."""
+        import os
+
+        base = os.path.dirname(self.model.path)
+        full = path if os.path.isabs(path) else os.path.join(base, path)
+        try:
+            with open(full, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), full)
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            self.problem(f"exec() of `{path}`, which could not be read", node)
+            return
+        saved, self.cur_path = self.cur_path, full
+        try:
+            self.exec_block(tree.body, self.globals)
+        finally:
+            self.cur_path = saved
 
     def foreign_file(self) -> str:
         """The running file when it is one of the user's other modules, else ""."""
@@ -708,6 +775,11 @@ class Interpreter:
             left = self.eval(node.left, scope)
             for op, comp in zip(node.ops, node.comparators, strict=False):
                 right = self.eval(comp, scope)
+                if isinstance(op, (ast.Is, ast.IsNot)) and (isinstance(left, Tensor) or isinstance(right, Tensor)):
+                    if not (is_unknown(left) or is_unknown(right)) and not (COMPARE[type(op)](left, right)):
+                        return False  # `targets is not None`: identity, not an elementwise comparison
+                    left = right
+                    continue
                 if isinstance(left, Tensor) or isinstance(right, Tensor):
                     t = left if isinstance(left, Tensor) else right
                     return Tensor(t.shape, "bool")
@@ -747,7 +819,11 @@ class Interpreter:
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self.comprehension(node, scope)
         if isinstance(node, ast.DictComp):
-            return UNKNOWN
+            pairs = self.comprehension(ast.ListComp(ast.Tuple([node.key, node.value], ast.Load()), node.generators), scope)
+            return {k: v for k, v in pairs if not is_unknown(k)} if all(isinstance(p, tuple) for p in pairs) else UNKNOWN
+        if isinstance(node, ast.Slice):
+            parts = [self.eval(p, scope) if p is not None else None for p in (node.lower, node.upper, node.step)]
+            return slice(*parts) if all(p is None or isinstance(p, int) for p in parts) else UNKNOWN
         if isinstance(node, ast.Subscript):
             return self.subscript(self.eval(node.value, scope), node.slice, scope, node)
         if isinstance(node, ast.Lambda):
@@ -827,7 +903,13 @@ class Interpreter:
 
     def getattr(self, base: Any, name: str, node: ast.AST) -> Any:
         if isinstance(base, Qualified):
+            if base.name == "sys" and name == "argv":
+                return [self.model.path, *(self.argv or [])]
             return Qualified(f"{base.name}.{name}")
+        if isinstance(base, configs.Parser):
+            return MethodRef(base, name)
+        if name == "__dict__" and isinstance(base, (Obj, Module)):
+            return base.attrs  # live: `self.__dict__.update(kwargs)` sets attributes
         if isinstance(base, Module):
             if name in base.children:
                 return base.children[name]
@@ -1194,7 +1276,12 @@ class Interpreter:
                 hi = self.eval(item.upper, scope) if item.upper else None
                 st = self.eval(item.step, scope) if item.step else None
                 if any(is_unknown(v) or isinstance(v, Tensor) for v in (lo, hi, st)):
-                    return UNKNOWN
+                    width = _offset_width(item, lambda e: self.eval(e, scope))
+                    if width is None or st is not None:
+                        return UNKNOWN
+                    out.append(min(width, shape[dim]))  # x[i:i + k]: k wide, wherever i is (a window of a sequence)
+                    dim += 1
+                    continue
                 out.append(len(range(*slice(lo, hi, st).indices(shape[dim]))))
                 dim += 1
                 continue
@@ -1346,9 +1433,28 @@ COMPARE = {
     ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
+def _offset_width(item: ast.Slice, evaluate: Any) -> int | None:
+    """The width of `x[a:a + k]` (or `x[a:k + a]`) with a known k and any a; None for other slices."""
+    hi = item.upper
+    if item.lower is None or not isinstance(hi, ast.BinOp) or not isinstance(hi.op, ast.Add):
+        return None
+    lower = ast.unparse(item.lower)
+    for base, offset in ((hi.left, hi.right), (hi.right, hi.left)):
+        if ast.unparse(base) == lower:
+            k = evaluate(offset)
+            return k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else None
+    return None
+
+
+def _trains(node: ast.AST) -> bool:
+    """Whether a loop's body calls backward() or step() itself."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+               for n in ast.walk(node))
+
+
 BUILTINS = {
     "range", "len", "int", "float", "min", "max", "list", "tuple", "dict", "enumerate", "zip", "isinstance", "print", "super",
     "getattr", "hasattr", "setattr", "sum", "abs", "round", "str", "bool", "sorted", "reversed", "any", "all", "iter", "next",
-    "type", "open", "map", "set", "divmod", "pow",
+    "type", "open", "map", "set", "divmod", "pow", "vars", "globals", "exec",
 }
 _ = (math, DTYPE_ALIASES, Dataset, Loader, Optimizer, Transform, ContextValue)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 import math
+import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog
+from torch_preflight.estimator import catalog, configs
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     ITEMSIZE,
@@ -51,6 +52,31 @@ SHAPE_KEEPING_TRANSFORMS = {
 }
 
 
+def _flat(data: Any) -> list[Any]:
+    return [v for item in data for v in _flat(item)] if isinstance(data, (list, tuple)) else [data]
+
+
+def _literal_shape(data: Any) -> tuple[int, ...] | None:
+    """The shape of a (nested) list of numbers, or of a number; None when it is not one."""
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        return ()
+    if isinstance(data, (list, tuple)) and data:
+        inner = {_literal_shape(v) for v in data}
+        if len(inner) == 1 and None not in inner:
+            return (len(data), *next(iter(inner)))  # type: ignore[misc]
+    return None
+
+
+def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
+    if short == "memmap" and args and isinstance(args[0], str):
+        dtype = dtype_of(kwargs.get("dtype", args[1] if len(args) > 1 else "uint8")) or "uint8"
+        path = args[0] if os.path.isabs(args[0]) else os.path.join(os.path.dirname(it.model.path), args[0])
+        if kwargs.get("mode", "r+") == "r" and os.path.isfile(path):
+            return Tensor((os.path.getsize(path) // ITEMSIZE.get(dtype, 1),), dtype, external=True)
+    return Unknown(f"call `numpy.{short}`")
+
+
 def dtype_of(value: Any) -> str | None:
     if isinstance(value, Qualified):
         return DTYPE_ALIASES.get(value.name.rsplit(".", 1)[-1])
@@ -78,6 +104,12 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     short = name.rsplit(".", 1)[-1]
     if name.startswith(("torch.nn.", "nn.")) and short in catalog.SIGNATURES and not name.startswith("torch.nn.functional"):
         return construct(it, short, args, kwargs, node, line, col)
+    if name.startswith("torch.nn.init."):
+        return args[0] if args else None  # initialisers fill a parameter in place
+    if name == "contextlib.nullcontext":
+        return ContextValue("other")
+    if name.startswith("numpy."):
+        return numpy_call(it, short, args, kwargs)
     if name.startswith("torch.nn.") and name.count(".") == 2 and short[:1].isupper() and short not in ("Parameter", "Module"):
         return unknown_layer(it, short, node, line, col)  # a torch.nn layer the catalog does not model: named, not guessed
     if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
@@ -166,6 +198,14 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
             return Obj("field", {"default": kwargs["default"]})
         factory = kwargs.get("default_factory")
         return Obj("field", {"default": it.call(factory, [], {}, node) if factory is not None else UNKNOWN})
+    if name.startswith(("os.path.", "os.environ.")) or name == "os.getenv":
+        return configs.os_call(name, args, kwargs, os.path.dirname(it.model.path))
+    if name in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
+        return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
+    if name == "argparse.ArgumentParser":
+        return configs.Parser()
+    if name == "ast.literal_eval":
+        return configs.literal_eval(args[0] if args else None)
     if name in ("types.SimpleNamespace", "argparse.Namespace"):
         return Obj("SimpleNamespace", dict(kwargs))
     if name.startswith("math."):
@@ -241,7 +281,24 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         seq = it.iterate(args[0], node) if args else None
         return list(reversed(seq)) if seq is not None else UNKNOWN
     if name == "isinstance":
+        kinds = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:2]
+        plain = {"int": int, "float": float, "bool": bool, "str": str, "list": list, "tuple": tuple, "dict": dict}
+        if args and kinds and all(isinstance(k, Qualified) and k.name in plain for k in kinds) and isinstance(
+                args[0], (int, float, bool, str, list, tuple, dict, type(None))):
+            return isinstance(args[0], tuple(plain[k.name] for k in kinds))
         return UNKNOWN
+    if name == "vars":
+        return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
+    if name == "globals":
+        return it.module_vars()
+    if name == "open":
+        return Obj("file", {"path": args[0]}) if args and isinstance(args[0], str) else UNKNOWN
+    if name == "exec":
+        if args and isinstance(args[0], Obj) and args[0].type == "source":
+            it.exec_file(args[0].attrs["path"], node)
+        else:
+            it.problem("exec() of code that is not a file of the project", node)
+        return None
     if name in ("getattr",):
         if len(args) >= 2 and isinstance(args[1], str):
             value = it.getattr(args[0], args[1], node or ast.Pass())
@@ -256,7 +313,7 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         if len(args) == 3 and isinstance(args[1], str):
             it.setattr(args[0], args[1], args[2], node or ast.Pass())
         return None
-    if name in ("print", "iter", "next", "type", "open", "map", "set"):
+    if name in ("print", "iter", "next", "type", "map", "set"):
         return UNKNOWN if name != "print" else None
     return Unknown(f"call `{name}`")
 
@@ -461,9 +518,19 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         n = len(range(*nums)) if nums else None
         return Tensor((n,), "int64", external=True) if n is not None else UNKNOWN
     if short in ("tensor", "as_tensor", "from_numpy"):
+        data = args[0] if args else kwargs.get("data")
+        dtype = dtype_of(kwargs.get("dtype"))
+        if isinstance(data, Tensor):  # a numpy array modelled as a tensor, or a tensor
+            return Tensor(data.shape, dtype or data.dtype, external=True, guessed=data.guessed)
+        literal = _literal_shape(data)
+        if literal is not None:
+            is_float = any(isinstance(v, float) for v in _flat(data))
+            return Tensor(literal, dtype or ("float32" if is_float or short == "from_numpy" else "int64"), external=True)
         if it.checker is not None:
             it.doubt("the shape of torch.tensor(data) is not known")
-        return Tensor((), dtype_of(kwargs.get("dtype")) or "float32", external=True, guessed=True)
+            return Tensor((), dtype or "float32", external=True, guessed=True)
+        it.problem(f"the shape of torch.{short}(...) is not known", node)
+        return UNKNOWN
     if short in ("tril", "triu") and args and isinstance(args[0], Tensor):
         return Tensor(args[0].shape, args[0].dtype, external=args[0].external)
     if short in ("device", "manual_seed", "set_float32_matmul_precision", "compile", "is_available", "set_num_threads", "clip_grad_norm_", "clip_grad_value_"):
@@ -768,7 +835,11 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
     if isinstance(obj, Obj) and obj.type == "GradScaler":
         return args[0] if name == "scale" and args else None
     if isinstance(obj, str):
-        return "<str>"
+        return configs.str_method(obj, name, args, kwargs)
+    if isinstance(obj, configs.Parser):
+        return configs.parser_method(obj, name, args, kwargs, it.argv)
+    if isinstance(obj, Obj) and obj.type == "file" and name == "read":
+        return Obj("source", {"path": obj.attrs["path"]})
     if isinstance(obj, (int, float)) and name in ("bit_length",):
         return UNKNOWN
     return UNKNOWN
@@ -777,6 +848,12 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
 def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if name == "parameters":
         return Obj("parameters", {"module": mod})
+    if name == "named_parameters":
+        return Obj("items", {"items": mod.named_parameters()})
+    if name in ("children", "modules"):
+        return list(mod.children.values()) if name == "children" else mod.modules()
+    if name in ("named_children", "named_modules"):
+        return Obj("items", {"items": list(mod.children.items()) if name == "named_children" else mod.walk()})
     if name in ("to", "cuda", "cpu", "train", "eval", "requires_grad_", "apply", "share_memory", "zero_grad"):
         if name == "to":
             dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
@@ -842,16 +919,17 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
     if name == "numel":
         return t.numel
     if name in ("item", "tolist", "backward", "detach", "cpu", "cuda", "to", "float", "half", "bfloat16", "long", "int", "bool",
-                "type_as", "clone", "requires_grad_", "numpy", "contiguous", "zero_", "fill_", "normal_", "uniform_", "retain_grad"):
+                "type_as", "clone", "requires_grad_", "numpy", "contiguous", "zero_", "fill_", "normal_", "uniform_", "retain_grad",
+                "pin_memory", "astype", "share_memory_"):
         if name == "backward":
             return backward(it, t, node)
         if name in ("item", "tolist", "numpy"):
             return UNKNOWN
         if name == "detach":
             return Tensor(t.shape, t.dtype, False, t.storage, t.external, t.contiguous)
-        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to"):
+        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to", "astype"):
             dtype = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "long": "int64", "int": "int32", "bool": "bool"}.get(name)
-            if name == "to":
+            if name in ("to", "astype"):
                 dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
             if dtype is None or dtype == t.dtype:
                 return t
@@ -918,7 +996,8 @@ def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
     if rec is None:
         it.problem("backward() on a loss no forward was seen for", node)
         return None
-    it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch))
+    it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch,
+                                      it.held_outputs(rec, loss_t)))
     it.recorder = None
     return None
 
@@ -948,9 +1027,9 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         it.problem(f"input of {kind}{f' `{mod.name}`' if mod.name else ''} is not a known tensor", node)
         return UNKNOWN
     a = mod.args
+    if a.get("incomplete") and (it.checker is not None or kind != "Sequential"):
+        return UNKNOWN  # its output shape would be a guess (the layer is reported as unknown where it is built)
     if it.checker is not None:
-        if a.get("incomplete"):
-            return UNKNOWN  # its output shape would be a guess
         if not it.checker.layer(mod, x, args, kwargs):
             it.problem(f"{kind} `{mod.name}` does not take a tensor of shape {x.shape}", node)
             return UNKNOWN  # torch raises here: nothing after it is checked

@@ -70,8 +70,15 @@ def simulate(
     batch: int,
     grads_persist: bool,
     device: str,
+    held: list[tuple[int, int]] | None = None,
 ) -> Timeline:
+    """`held`: forward outputs the script keeps in variables (storage id, bytes): live through backward and the step
+    (and, in the steady state, through the next forward until it rebinds them), even after autograd frees them."""
     rnd = cuda_round if device == "cuda" else (lambda n: n)
+    saved_ids = {sid for op in rec.ops for sid, _ in op.saved} if rec is not None else set()
+    kept = {sid for sid, _ in held or ()}
+    held_extra = sum(rnd(b) for sid, b in held or () if sid not in saved_ids)  # the saved ones are counted as activations
+    batch += held_extra
     base = params + state + batch + (grads if grads_persist else 0)
     best = Timeline(base, "forward", params, grads if grads_persist else 0, state, 0, batch)
 
@@ -135,7 +142,7 @@ def simulate(
             total = base + live_act + g_alloc + new_grads - late + grad_in_flight + produced + casts + recompute + work
             consider(total, "backward", g_alloc + new_grads - late, live_act + recompute, batch + grad_in_flight + produced + casts + work)
             for sid, _ in op.saved:
-                if last_holder.get(sid) == i and sid in sizes:
+                if last_holder.get(sid) == i and sid in sizes and sid not in kept:
                     live_act -= sizes.pop(sid)
             if late:
                 consider(base + live_act + g_alloc + new_grads + produced + casts, "backward", g_alloc + new_grads, live_act,
