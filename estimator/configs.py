@@ -96,15 +96,16 @@ def parse_args(parser: Parser, argv: list[str] | None) -> tuple[Obj, list[str]]:
     while i < len(words):
         word = words[i]
         flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
-        option = by_flag.get(flag)
+        found = by_flag.get(flag)
         i += 1
-        if option is None:
+        if found is None:
             if not word.startswith("-") and positionals:
                 positional = positionals.pop(0)
                 values[positional.dest] = _convert(positional, word)
             else:
                 rest.append(word)
             continue
+        option = found
         if option.action in ("store_true", "store_false", "store_const"):
             values[option.dest] = {"store_true": True, "store_false": False}.get(option.action, option.const)
         elif option.action == "count":
@@ -173,7 +174,7 @@ def os_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -
     strs = all(isinstance(a, str) for a in args) and bool(args)
     if not strs:
         return UNKNOWN
-    pure = {"os.path.join": os.path.join, "os.path.basename": os.path.basename, "os.path.dirname": os.path.dirname,
+    pure: dict[str, Any] = {"os.path.join": os.path.join, "os.path.basename": os.path.basename, "os.path.dirname": os.path.dirname,
             "os.path.splitext": os.path.splitext, "os.path.expanduser": lambda p: p}
     if name in pure:
         result = pure[name](*args)

@@ -7,7 +7,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs
+from torch_preflight.estimator import catalog, configs, reshape
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     ITEMSIZE,
@@ -110,6 +110,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return ContextValue("other")
     if name.startswith("numpy."):
         return numpy_call(it, short, args, kwargs)
+    if name.startswith("einops."):
+        return einops_call(it, short, args, kwargs, node, line, col)
     if name.startswith("torch.nn.") and name.count(".") == 2 and short[:1].isupper() and short not in ("Parameter", "Module"):
         return unknown_layer(it, short, node, line, col)  # a torch.nn layer the catalog does not model: named, not guessed
     if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
@@ -519,16 +521,16 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         return Tensor((n,), "int64", external=True) if n is not None else UNKNOWN
     if short in ("tensor", "as_tensor", "from_numpy"):
         data = args[0] if args else kwargs.get("data")
-        dtype = dtype_of(kwargs.get("dtype"))
+        wanted = dtype_of(kwargs.get("dtype"))
         if isinstance(data, Tensor):  # a numpy array modelled as a tensor, or a tensor
-            return Tensor(data.shape, dtype or data.dtype, external=True, guessed=data.guessed)
+            return Tensor(data.shape, wanted or data.dtype, external=True, guessed=data.guessed)
         literal = _literal_shape(data)
         if literal is not None:
             is_float = any(isinstance(v, float) for v in _flat(data))
-            return Tensor(literal, dtype or ("float32" if is_float or short == "from_numpy" else "int64"), external=True)
+            return Tensor(literal, wanted or ("float32" if is_float or short == "from_numpy" else "int64"), external=True)
         if it.checker is not None:
             it.doubt("the shape of torch.tensor(data) is not known")
-            return Tensor((), dtype or "float32", external=True, guessed=True)
+            return Tensor((), wanted or "float32", external=True, guessed=True)
         it.problem(f"the shape of torch.{short}(...) is not known", node)
         return UNKNOWN
     if short in ("tril", "triu") and args and isinstance(args[0], Tensor):
@@ -916,6 +918,12 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return Obj("shape", {"dims": shape})
     if name in ("dim", "ndimension"):
         return n
+    if name in COMPARISONS:  # a mask: no gradient, nothing saved
+        from torch_preflight.estimator.interp import broadcast
+
+        other = args[0] if args else None
+        mask = broadcast(shape, other.shape) if isinstance(other, Tensor) else shape
+        return Tensor(mask, "bool", external=it.forward_depth == 0) if mask is not None else UNKNOWN
     if name == "numel":
         return t.numel
     if name in ("item", "tolist", "backward", "detach", "cpu", "cuda", "to", "float", "half", "bfloat16", "long", "int", "bool",
@@ -1106,8 +1114,18 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
                     kind.startswith("Max"), bool(a.get("ceil_mode")))
     if kind.startswith(("AdaptiveAvgPool", "AdaptiveMaxPool")):
         return adaptive_pool(it, x, int(kind[-2]), a["output_size"], "Max" in kind)
-    if kind == "Upsample":
+    if kind in ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"):
         return interpolate(it, x, a.get("size"), a.get("scale_factor"))
+    if kind == "Rearrange":
+        moved = reshape.rearrange(x.shape, a.get("pattern"), a.get("sizes", {}))
+        return it.elementwise([x], moved, "rearrange") if moved is not None else _unreadable(it, mod, node)
+    if kind in ("PixelShuffle", "PixelUnshuffle"):
+        factor = a.get("upscale_factor", a.get("downscale_factor"))
+        moved = reshape.pixel_shuffle(x.shape, factor, inverse=kind == "PixelUnshuffle")
+        return it.elementwise([x], moved, kind.lower()) if moved is not None else _unreadable(it, mod, node)
+    if kind in reshape.PAD_LAYERS:
+        grown = reshape.padded(x.shape, a.get("padding"), reshape.PAD_LAYERS[kind])
+        return it.elementwise([x], grown, "pad") if grown is not None else _unreadable(it, mod, node)
     if kind in ("RNN", "LSTM", "GRU"):
         return rnn(it, mod, x)
     if kind == "MultiheadAttention":
@@ -1128,6 +1146,32 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     if not a.get("incomplete"):  # an unknown layer was reported where it is built
         it.problem(f"forward of nn.{kind} is not modelled", node)
         a["incomplete"] = f"the forward of nn.{kind} is not modelled"
+    return UNKNOWN
+
+
+COMPARISONS = ("eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or",
+               "greater", "less", "equal", "not_equal", "greater_equal", "less_equal")
+
+
+def einops_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
+    """einops.rearrange(x, pattern, **sizes) and the einops.layers.torch.Rearrange layer; other einops calls are unknown."""
+    if short == "Rearrange" and args and isinstance(args[0], str):
+        mod = Module("Rearrange", line, col, catalog=True, args={"pattern": args[0], "sizes": dict(kwargs)})
+        mod.file = it.foreign_file()
+        return mod
+    x = args[0] if args else None
+    if short == "rearrange" and isinstance(x, Tensor) and len(args) > 1:
+        out = reshape.rearrange(x.shape, args[1], kwargs)
+        if out is not None:
+            return it.elementwise([x], out, "rearrange")
+    if short[:1].isupper():
+        return unknown_layer(it, short, node, line, col)  # Reduce, Repeat, EinMix: listed as unknown layers
+    it.problem(f"einops.{short}() is not modelled", node)
+    return UNKNOWN
+
+
+def _unreadable(it: Interpreter, mod: Module, node: ast.AST | None) -> Any:
+    it.problem(f"{mod.type}{f' `{mod.name}`' if mod.name else ''}: its arguments do not fit a tensor of this shape", node)
     return UNKNOWN
 
 

@@ -1,0 +1,341 @@
+"""Values from the way real scripts configure themselves, and the layers and idioms of real models (issue 18)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from torch_preflight.core.memory import MemoryReport
+from torch_preflight.estimator import EstimateOptions, configs, estimate_source, reshape
+
+from torch_preflight.cli import main
+
+
+def one(src: str, path: str = "train.py", **opts: object) -> MemoryReport:
+    (report,) = estimate_source(textwrap.dedent(src), path, EstimateOptions(device="cpu", **opts))  # type: ignore[arg-type]
+    return report
+
+
+ARGPARSE = """\
+import argparse
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(64, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--batch-size', type=int, default=64, metavar='N')
+    group = parser.add_argument_group('model')
+    group.add_argument('--hidden', type=str, default='128')
+    parser.add_argument('--no-cuda', action='store_true')
+    parser.add_argument('data', nargs='?', default='data')
+    args = parser.parse_args()
+    model = Net(int(args.hidden))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ds = torch.utils.data.TensorDataset(torch.randn(1000, 64), torch.randint(0, 10, (1000,)))
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size)
+    for x, y in loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+if __name__ == '__main__':
+    main()
+"""
+
+
+def params(report: MemoryReport) -> int:
+    return sum(layer.params for layer in report.layers)
+
+
+def test_argparse_defaults_read_inside_main() -> None:
+    report = one(ARGPARSE)
+    assert report.complete, report.unknowns
+    assert any(a.text.startswith("batch_size=64 from") for a in report.assumptions)
+    assert params(report) == 64 * 128 + 128 + 128 * 10 + 10  # int(args.hidden) of the string default
+
+
+def test_the_scripts_own_arguments_after_double_dash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wide = one(ARGPARSE, argv=("--batch-size", "256", "--hidden=512", "--no-cuda", "mydata"))
+    assert wide.complete and params(wide) == 64 * 512 + 512 + 512 * 10 + 10
+    assert any(a.text.startswith("batch_size=256") for a in wide.assumptions)
+    script = tmp_path / "train.py"
+    script.write_text(ARGPARSE)
+    assert main(["estimate", str(script), "--device", "cpu", "--format", "json", "--", "--batch-size", "256", "--hidden", "512"]) == 0
+    (model,) = json.loads(capsys.readouterr().out)["models"]
+    assert model["peak_bytes"] == wide.peak_bytes
+
+
+def test_parse_args_rules() -> None:
+    parser = configs.Parser()
+    from torch_preflight.estimator.values import Qualified
+
+    configs.add_argument(parser, ["--lr"], {"type": Qualified("float"), "default": "0.1"})
+    configs.add_argument(parser, ["-b", "--batch-size"], {"type": Qualified("int"), "default": 8})
+    configs.add_argument(parser, ["--layers"], {"type": Qualified("int"), "nargs": "+", "default": [1]})
+    configs.add_argument(parser, ["--flag"], {"action": "store_false"})
+    configs.add_argument(parser, ["--act"], {"type": Qualified("my_type"), "default": "relu"})
+    ns, rest = configs.parse_args(parser, ["-b", "32", "--layers", "2", "3", "--flag", "--unknown=1"])
+    assert ns.attrs["lr"] == 0.1 and ns.attrs["batch_size"] == 32 and ns.attrs["layers"] == [2, 3]
+    assert ns.attrs["flag"] is False and ns.attrs["act"] == "relu" and rest == ["--unknown=1"]
+
+
+CONFIGURATOR = """\
+import sys
+from ast import literal_eval
+for arg in sys.argv[1:]:
+    if '=' not in arg:
+        exec(open(arg).read())
+    else:
+        key, val = arg.split('=')
+        key = key[2:]
+        if key in globals():
+            try:
+                attempt = literal_eval(val)
+            except (SyntaxError, ValueError):
+                attempt = val
+            globals()[key] = attempt
+        else:
+            raise ValueError(f"Unknown config key: {key}")
+"""
+
+NANO = """\
+import os
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 4
+n_embd = 32
+device = 'cuda'
+config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
+exec(open('configurator.py').read())
+ddp = int(os.environ.get('RANK', -1)) != -1
+
+class Net(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.fc = nn.Linear(n_embd, 10)
+
+    def forward(self, x):
+        return self.fc(x)
+
+model = Net(n_embd)
+if ddp:
+    model = torch.nn.parallel.DistributedDataParallel(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(batch_size, n_embd)
+    y = torch.randint(0, 10, (batch_size,))
+    optimizer.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    optimizer.step()
+"""
+
+
+def test_an_exec_configurator_reads_its_defaults_and_overrides(tmp_path: Path) -> None:
+    (tmp_path / "configurator.py").write_text(CONFIGURATOR)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "small.py").write_text("n_embd = 16\nbatch_size = 2\n")
+    script = tmp_path / "train.py"
+    script.write_text(NANO)
+    default = one(NANO, str(script))
+    assert default.complete, default.unknowns
+    assert params(default) == 32 * 10 + 10
+    small = one(NANO, str(script), argv=("config/small.py", "--batch_size=64", "--device=cpu"))
+    assert small.complete and params(small) == 16 * 10 + 10  # the config file, then --key=value on top
+    assert small.peak_bytes > one(NANO, str(script), argv=("config/small.py",)).peak_bytes  # batch 64, not 2
+
+
+MINGPT_CFG = """\
+import torch
+import torch.nn as nn
+
+class CfgNode:
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+class GPT(nn.Module):
+    @staticmethod
+    def get_default_config():
+        C = CfgNode()
+        C.n_layer = None
+        C.n_embd = None
+        return C
+
+    def __init__(self, config):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(config.n_embd, config.n_embd) for _ in range(config.n_layer)])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+def get_config():
+    C = CfgNode()
+    C.model = GPT.get_default_config()
+    C.model.n_layer = 4
+    C.model.n_embd = 48
+    C.trainer = CfgNode(batch_size=16)
+    return C
+
+config = get_config()
+model = GPT(config.model)
+opt = torch.optim.AdamW(model.parameters())
+for _ in range(2):
+    x = torch.randn(config.trainer.batch_size, 48)
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def test_attribute_configs_and_dunder_dict() -> None:
+    report = one(MINGPT_CFG)
+    assert report.complete, report.unknowns
+    assert params(report) == 4 * (48 * 48 + 48)
+
+
+HELD = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class LM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(1000, 32)
+        self.head = nn.Linear(32, 1000)
+
+    def forward(self, idx, targets=None):
+        logits = self.head(self.emb(idx))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1)) if targets is not None else None
+        return logits, loss
+
+@torch.no_grad()
+def evaluate(model):
+    for split in ['train', 'val']:
+        model(torch.randint(0, 1000, (16, 64)), torch.randint(0, 1000, (16, 64)))
+
+model = LM()
+optimizer = torch.optim.AdamW(model.parameters())
+for step in range(3):
+    evaluate(model)
+    x = torch.randint(0, 1000, (16, 64))
+    y = torch.randint(0, 1000, (16, 64))
+    LOSS_LINE
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_outputs_the_script_holds_stay_live_through_backward() -> None:
+    """`logits, loss = model(x, y)` keeps the logits allocated while backward runs (nanoGPT's peak); `loss = model(x, y)[1]`
+    lets autograd's references be the only ones. A @torch.no_grad() helper's forwards record nothing."""
+    held = one(HELD.replace("LOSS_LINE", "logits, loss = model(x, y)"))
+    free = one(HELD.replace("LOSS_LINE", "loss = model(x, y)[1]"))
+    assert held.complete and free.complete
+    assert held.peak_bytes - free.peak_bytes == 16 * 64 * 1000 * 4  # the logits
+    assert held.saved_activation_bytes == free.saved_activation_bytes  # one training forward recorded, not three
+
+
+def test_token_windows_from_a_memmap(tmp_path: Path) -> None:
+    """nanoGPT's get_batch: np.memmap of a token file, windows x[i:i+block] for each of batch_size random offsets."""
+    (tmp_path / "train.bin").write_bytes(bytes(2 * 10_000))
+    src = """\
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    batch_size, block_size = 8, 64
+    def get_batch():
+        data = np.memmap('train.bin', dtype=np.uint16, mode='r')
+        ix = torch.randint(len(data) - block_size, (batch_size,))
+        x = torch.stack([torch.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])
+        y = torch.stack([torch.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])
+        return x, y
+    model = nn.Embedding(100, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    X, Y = get_batch()
+    opt.zero_grad()
+    model(X).sum().backward()
+    opt.step()
+    """
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(src))
+    report = one(src, str(script))
+    assert report.complete, report.unknowns
+    (emb,) = report.layers
+    assert emb.output_shape == (8, 64, 16)
+
+
+def test_reshaping_layers_and_einops() -> None:
+    assert reshape.pixel_shuffle((8, 12, 16, 16), 2) == (8, 3, 32, 32)
+    assert reshape.pixel_shuffle((8, 3, 32, 32), 2, inverse=True) == (8, 12, 16, 16)
+    assert reshape.pixel_shuffle((8, 10, 16, 16), 2) is None
+    assert reshape.padded((1, 3, 10, 10), 1, 2) == (1, 3, 12, 12)
+    assert reshape.padded((1, 3, 10, 10), (1, 2, 3, 4), 2) == (1, 3, 17, 13)
+    assert reshape.rearrange((2, 3, 32, 32), "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", {"p1": 8, "p2": 8}) == (2, 16, 192)
+    assert reshape.rearrange((2, 16, 192), "b n d -> b d n", {}) == (2, 192, 16)
+    assert reshape.rearrange((2, 15), "b (h w) -> b h w", {"h": 4}) is None  # 15 is not a multiple of 4
+    src = """\
+    import torch
+    import torch.nn as nn
+    from einops import rearrange
+    from einops.layers.torch import Rearrange
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pad = nn.ReflectionPad2d(1)
+            self.conv = nn.Conv2d(3, 12, 3)
+            self.ps = nn.PixelShuffle(2)
+            self.patches = Rearrange('b c (h p1) (w p2) -> b (h w) (p1 p2 c)', p1=8, p2=8)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = self.patches(self.ps(self.conv(self.pad(x))))
+            mask = x.eq(0)
+            return self.fc(rearrange(x, 'b n d -> b d n'))
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(2, 3, 16, 16)).sum().backward()
+        opt.step()
+    """
+    report = one(src)
+    assert report.complete, report.unknowns
+    shapes = {layer.name: layer.output_shape for layer in report.layers}
+    assert shapes["pad"] == (2, 3, 18, 18) and shapes["ps"] == (2, 3, 32, 32) and shapes["patches"] == (2, 16, 192)
+    assert shapes["fc"] == (2, 192, 10)
+
+
+def test_children_of_a_model_and_a_wrapped_model() -> None:
+    src = """\
+    import torch
+    import torch.nn as nn
+
+    base = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    model = nn.Sequential(*list(base.children())[:-1])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+    """
+    report = one(src)
+    assert report.complete, report.unknowns
+    assert params(report) == 8 * 16 + 16
