@@ -386,7 +386,9 @@ class Interpreter:
         if isinstance(value, (list, tuple)):
             return list(value)
         if isinstance(value, dict):
-            return list(value)
+            return [k for k in value if k != "__class__"]  # an instance's __dict__ holds its class for the interpreter
+        if isinstance(value, (set, frozenset)):
+            return sorted(value, key=repr)
         if isinstance(value, str):
             return list(value)
         if isinstance(value, Obj) and value.type in ("enumerate", "zip"):
@@ -815,7 +817,8 @@ class Interpreter:
         if isinstance(node, ast.Dict):
             return {self.eval(k, scope): self.eval(v, scope) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
         if isinstance(node, ast.Set):
-            return UNKNOWN
+            elements = [self.eval(e, scope) for e in node.elts]
+            return set(elements) if all(isinstance(e, (str, int, float, bool, tuple)) for e in elements) else UNKNOWN
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self.comprehension(node, scope)
         if isinstance(node, ast.DictComp):
@@ -829,7 +832,7 @@ class Interpreter:
         if isinstance(node, ast.Lambda):
             return Function(node, scope)
         if isinstance(node, ast.JoinedStr):
-            return "<str>"
+            return self.fstring(node, scope)
         if isinstance(node, ast.Starred):
             return self.eval(node.value, scope)
         if isinstance(node, ast.NamedExpr):
@@ -837,6 +840,26 @@ class Interpreter:
             self.assign(node.target, value, scope, node)
             return value
         return UNKNOWN
+
+    def fstring(self, node: ast.JoinedStr, scope: Scope) -> str:
+        """An f-string of known plain values is that string; otherwise an opaque "<str>"."""
+        parts: list[str] = []
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts.append(value.value)
+                continue
+            if not isinstance(value, ast.FormattedValue):
+                return "<str>"
+            v = self.eval(value.value, scope)
+            spec = self.fstring(value.format_spec, scope) if isinstance(value.format_spec, ast.JoinedStr) else ""
+            if not isinstance(v, (str, int, float, bool)) or spec == "<str>":
+                return "<str>"
+            try:
+                conv = {115: str, 114: repr, 97: ascii}.get(value.conversion)
+                parts.append(format(conv(v) if conv else v, spec))
+            except (ValueError, TypeError):
+                return "<str>"
+        return "".join(parts)
 
     def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp, scope: Scope) -> list[Any]:
         results: list[Any] = []
@@ -905,6 +928,9 @@ class Interpreter:
         if isinstance(base, Qualified):
             if base.name == "sys" and name == "argv":
                 return [self.model.path, *(self.argv or [])]
+            user = self.user_value(base.name) if "." in base.name else None
+            if user is not None and not isinstance(user, Qualified):  # `GPT.get_default_config` of an imported class
+                return self.getattr(user, name, node)
             return Qualified(f"{base.name}.{name}")
         if isinstance(base, configs.Parser):
             return MethodRef(base, name)
@@ -963,7 +989,7 @@ class Interpreter:
             if name == "data":
                 return base
             return MethodRef(base, name)
-        if isinstance(base, (list, dict, str, Optimizer, Loader, Dataset, int, float, tuple)):
+        if isinstance(base, (list, dict, str, Optimizer, Loader, Dataset, int, float, tuple, set)):
             return MethodRef(base, name)
         return Unknown(f"attribute `{name}`")
 

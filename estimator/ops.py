@@ -67,6 +67,27 @@ def _literal_shape(data: Any) -> tuple[int, ...] | None:
     return None
 
 
+def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | None:
+    """A Dataset class of the script's own: its `__getitem__(0)` read as the sample (the default collate stacks them)."""
+    from torch_preflight.estimator.values import BoundMethod, ClassValue, Function
+
+    cls = ds.attrs.get("__class__")
+    getitem = cls.lookup("__getitem__") if isinstance(cls, ClassValue) else None
+    if not isinstance(getitem, Function):
+        return None
+    saved = it.grad_enabled
+    it.grad_enabled = False  # building a sample records nothing
+    try:
+        sample = it.call(BoundMethod(getitem, ds), [0], {}, node)
+    finally:
+        it.grad_enabled = saved
+    items = list(sample) if isinstance(sample, (tuple, list)) else [sample]
+    if not items or not all(isinstance(t, Tensor) for t in items):
+        it.problem(f"the samples of {ds.type} are not known tensors", node)
+        return None
+    return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items))
+
+
 def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
     if short == "memmap" and args and isinstance(args[0], str):
@@ -149,6 +170,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
             bs = 1
         else:
             it.batch_sizes.append((bs, line))
+        if isinstance(ds, Obj) and not isinstance(ds, Dataset):
+            ds = user_dataset(it, ds, node) or ds
         guessed = "collate_fn" in kwargs or (isinstance(ds, Dataset) and ds.guessed) or it.guessing > 0
         return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
     if name == "torch.utils.data.TensorDataset":
@@ -248,6 +271,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             except Exception:
                 return UNKNOWN
         return UNKNOWN if args else {"int": 0, "float": 0.0, "bool": False, "str": "", "abs": UNKNOWN, "round": UNKNOWN}[name]
+    if name == "sorted" and args and isinstance(args[0], (list, tuple, set)) and all(isinstance(v, str) for v in args[0]):
+        return sorted(args[0], reverse=kwargs.get("reverse") is True)
     if name in ("min", "max", "sum", "sorted", "any", "all", "divmod", "pow"):
         vals = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, range)) else args
         if (vals and all(isinstance(v, (int, float)) for v in vals)) or (name in ("sum", "any", "all", "sorted") and all(isinstance(v, (int, float)) for v in vals)):
@@ -288,6 +313,10 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         if args and kinds and all(isinstance(k, Qualified) and k.name in plain for k in kinds) and isinstance(
                 args[0], (int, float, bool, str, list, tuple, dict, type(None))):
             return isinstance(args[0], tuple(plain[k.name] for k in kinds))
+        if args and isinstance(args[0], Module) and kinds and all(isinstance(k, Qualified) and k.name.startswith("torch.nn.")
+                                                                  for k in kinds):
+            # a layer's class among torch.nn classes (minGPT's weight-decay lists): a catalog layer is exactly its type
+            return args[0].catalog and args[0].type in {k.name.rsplit(".", 1)[-1] for k in kinds}
         return UNKNOWN
     if name == "vars":
         return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
@@ -315,7 +344,10 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         if len(args) == 3 and isinstance(args[1], str):
             it.setattr(args[0], args[1], args[2], node or ast.Pass())
         return None
-    if name in ("print", "iter", "next", "type", "map", "set"):
+    if name == "set":
+        items = it.iterate(args[0], node) if args else []
+        return set(items) if items is not None and all(isinstance(v, (str, int, float, tuple)) for v in items) else UNKNOWN
+    if name in ("print", "iter", "next", "type", "map"):
         return UNKNOWN if name != "print" else None
     return Unknown(f"call `{name}`")
 
@@ -821,13 +853,24 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
     if isinstance(obj, dict):
         if name == "get":
             return obj.get(args[0], args[1] if len(args) > 1 else None) if args else UNKNOWN
+        visible = {k: v for k, v in obj.items() if k != "__class__"}  # an instance's __dict__ holds its class
         if name == "items":
-            return Obj("items", {"items": list(obj.items())})
+            return Obj("items", {"items": list(visible.items())})
         if name in ("keys", "values"):
-            return list(obj.keys() if name == "keys" else obj.values())
+            return list(visible.keys() if name == "keys" else visible.values())
         if name == "update" and args and isinstance(args[0], dict):
             obj.update(args[0])
+        if name == "update" and kwargs:
+            obj.update(kwargs)
         return None
+    if isinstance(obj, set):
+        plain = all(isinstance(a, (set, list, tuple, str, int, float)) for a in args)
+        if name in ("add", "discard", "remove") and args and isinstance(args[0], (str, int, float, tuple)):
+            getattr(obj, "discard" if name == "remove" else name)(args[0])
+            return None
+        if name in ("union", "intersection", "difference", "update") and plain:
+            return getattr(obj, name)(*args)
+        return UNKNOWN
     if isinstance(obj, Optimizer):
         if name == "zero_grad":
             it.zero_grad_seen = True

@@ -46,15 +46,22 @@ print("@@" + json.dumps({{"peak_bytes": m.peak_bytes, "steps": m.steps_completed
 
 
 def materialise(case: dict, commit: str) -> Path:
+    """The case's folder of the repository at `commit`, file by file (a mirror may lack its largest files, such as
+    datasets: the case's setup writes synthetic ones in their place)."""
     dest = OUT / case["name"]
-    if not dest.exists():
+    if not (dest / ".materialised").exists():
         git_dir = MIRROR / case["repo"].replace("/", "+") / "repo"
         if not git_dir.exists():
             raise SystemExit(f"{case['repo']} is not fetched: `fetch github:{case['repo']}` (or set MIRROR)")
-        data = subprocess.run(["git", "--git-dir", str(git_dir), "archive", commit], check=True, capture_output=True).stdout
-        dest.mkdir(parents=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(dest, filter="data")
+        git = ["git", "--git-dir", str(git_dir)]
+        names = subprocess.run([*git, "ls-tree", "-r", "--name-only", commit, "--", case["dir"] or "."], check=True,
+                               capture_output=True, text=True).stdout.split("\n")
+        for name in filter(None, names):
+            blob = subprocess.run([*git, "cat-file", "blob", f"{commit}:{name}"], capture_output=True)
+            if blob.returncode == 0:
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                (dest / name).write_bytes(blob.stdout)
+        (dest / ".materialised").write_text(commit)
     work = dest / case["dir"] if case["dir"] else dest
     for step in case["setup"]:
         setup(step, work)
@@ -76,8 +83,15 @@ def setup(step: str, work: Path) -> None:
         if not path.exists():
             letters = "abcdefghijklmnopqrstuvwxyz ,.\n"
             path.write_text("".join(rng.choice(letters) for _ in range(n)))
-    elif kind == "run":  # the repository's own data generator
-        if not (work / ".setup-done").exists():
+    elif kind == "words":  # a word-level corpus (wikitext's layout): train/valid/test.txt over a vocabulary of `args[1]`
+        folder, vocab = work / args[0], int(args[1])
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, lines in (("train.txt", 4000), ("valid.txt", 400), ("test.txt", 400)):
+            if not (folder / name).exists():
+                text = "\n".join(" ".join(f"w{rng.randrange(vocab)}" for _ in range(20)) for _ in range(lines))
+                (folder / name).write_text(text + "\n")
+    elif kind == "run":  # the repository's own data generator (it needs torch)
+        if not (work / ".setup-done").exists() and TORCH:
             subprocess.run([TORCH, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
             (work / ".setup-done").write_text("")
     else:
@@ -116,8 +130,9 @@ def main() -> int:
     parser.add_argument("--only")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--remeasure", action="store_true")
+    parser.add_argument("--estimate-only", action="store_true", help="estimate every case; measure none (cached truth is shown)")
     args = parser.parse_args()
-    TORCH = args.torch
+    TORCH = "" if args.estimate_only else args.torch
     manifest = json.loads(MANIFEST.read_text())
     OUT.mkdir(parents=True, exist_ok=True)
     cache_path = OUT / "measured.json"
@@ -127,10 +142,10 @@ def main() -> int:
         if args.only and args.only != case["name"]:
             continue
         work = materialise(case, manifest["repos"][case["repo"]])
-        if case["name"] not in cache or cache[case["name"]].get("peak_bytes") is None:
+        if not args.estimate_only and (case["name"] not in cache or cache[case["name"]].get("peak_bytes") is None):
             cache[case["name"]] = measure(case, work)
             cache_path.write_text(json.dumps(cache, indent=1))
-        truth = cache[case["name"]].get("peak_bytes")
+        truth = cache.get(case["name"], {}).get("peak_bytes")
         est, complete, unknown = estimate(case, work)
         err = (est - truth) / truth if truth and est is not None else None
         rows.append((case, truth, est, complete, unknown, err))
@@ -146,7 +161,7 @@ def main() -> int:
             print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {mib(truth)} | {mib(est)} | {status} | {e} |")
         else:
             print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}")
-    measured = [r for r in rows if r[1]]
+    measured = [r for r in rows if r[1] is not None]
     done = [r for r in measured if r[3] and r[5] is not None]
     errors = [abs(r[5]) for r in done]
     low = [r[0]["name"] for r in done if r[5] < -0.10]
