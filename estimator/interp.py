@@ -855,8 +855,8 @@ class Interpreter:
             if not isinstance(v, (str, int, float, bool)) or spec == "<str>":
                 return "<str>"
             try:
-                conv = {115: str, 114: repr, 97: ascii}.get(value.conversion)
-                parts.append(format(conv(v) if conv else v, spec))
+                shown: Any = {115: str, 114: repr, 97: ascii}.get(value.conversion, lambda x: x)(v)
+                parts.append(format(shown, spec))
             except (ValueError, TypeError):
                 return "<str>"
         return "".join(parts)

@@ -17,7 +17,6 @@ Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -25,7 +24,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
