@@ -855,7 +855,8 @@ class Interpreter:
             if not isinstance(v, (str, int, float, bool)) or spec == "<str>":
                 return "<str>"
             try:
-                shown: Any = {115: str, 114: repr, 97: ascii}.get(value.conversion, lambda x: x)(v)
+                convert: dict[int, Any] = {115: str, 114: repr, 97: ascii}
+                shown = convert[value.conversion](v) if value.conversion in convert else v
                 parts.append(format(shown, spec))
             except (ValueError, TypeError):
                 return "<str>"
