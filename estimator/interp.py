@@ -332,6 +332,8 @@ class Interpreter:
             self.exec_block(node.body, scope)
             self.exec_block(node.orelse, scope)
             self.exec_block(node.finalbody, scope)
+        elif isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            self.import_star(node, scope)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
@@ -649,7 +651,8 @@ class Interpreter:
         that module's top level binds to the name, its top level run once, like an import; None when
         the name is not one of the project's modules (libraries, unresolved imports)."""
         module, _, name = qualified.rpartition(".")
-        if self.project is None or not module or module.split(".")[0] in LIBRARIES or module.startswith("."):
+        module = module.lstrip(".")  # a relative import (`from .parts import Down`): looked for beside the importer, then above
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
             return None
         key = (self.cur_path, qualified)
         if key in self.user_values:
@@ -671,6 +674,26 @@ class Interpreter:
                     self.cur_path = saved
         self.user_values[key] = value
         return value
+
+    def import_star(self, node: ast.ImportFrom, scope: Scope) -> None:
+        """`from models import *` / `from .parts import *` of the user's own module: its public names (or its
+        `__all__`), its top level run once; a library's star import binds nothing the estimate can use."""
+        module = (node.module or "").lstrip(".")
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
+            return
+        try:
+            model = self.project.project.module(self.cur_path, module, self.project.used)
+        except Exception:  # the project lookup is best effort
+            model = None
+        other = self.load_module(model, module) if model is not None and model.tree is not None and model.path != self.model.path else None
+        if other is None:
+            self.problem(f"`from {'.' * node.level}{node.module or ''} import *`: the module was not found", node)
+            return
+        names = other.vars.get("__all__")
+        public = [n for n in names if isinstance(n, str)] if isinstance(names, list) else [n for n in other.vars if not n.startswith("_")]
+        for name in public:
+            if name in other.vars:
+                scope.vars[name] = other.vars[name]
 
     def module_vars(self) -> dict[str, Any]:
         """`globals()`: the running module's variables, live (a configurator assigns through it)."""

@@ -339,3 +339,74 @@ def test_children_of_a_model_and_a_wrapped_model() -> None:
     report = one(src)
     assert report.complete, report.unknowns
     assert params(report) == 8 * 16 + 16
+
+
+def test_star_and_relative_imports_of_the_users_package(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .model import *\n")
+    (pkg / "parts.py").write_text(textwrap.dedent("""\
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv = nn.Conv2d(c, c, 3, padding=1)
+
+            def forward(self, x):
+                return self.conv(x)
+        """))
+    (pkg / "model.py").write_text(textwrap.dedent("""\
+        import torch.nn as nn
+        from .parts import *
+        from .parts import Block as B
+
+        __all__ = ["Net"]
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.b1 = Block(3)
+                self.b2 = B(3)
+                self.head = nn.Linear(3, 10)
+
+            def forward(self, x):
+                return self.head(self.b2(self.b1(x)).mean(dim=(2, 3)))
+        """))
+    src = textwrap.dedent("""\
+        import torch
+        from pkg import *
+
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            model(torch.randn(4, 3, 8, 8)).sum().backward()
+            opt.step()
+        """)
+    script = tmp_path / "train.py"
+    script.write_text(src)
+    report = one(src, str(script))
+    assert report.model == "Net" and report.complete, report.unknowns
+    assert params(report) == 2 * (3 * 3 * 9 + 3) + 3 * 10 + 10
+
+
+def test_no_process_imports_torch(tmp_path: Path) -> None:
+    """Estimating never imports torch (or torchvision), in this process or any it starts (jedi's included): a fake
+    torch package first on the path would leave a marker file if anything imported it."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake"
+    for name in ("torch", "torchvision"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'a').write({name!r})\\n")
+    script = tmp_path / "train.py"
+    script.write_text("import torchvision\n" + ARGPARSE.replace("import torch.nn as nn", "import torch.nn as nn\nfrom torchvision import models"))
+    env = {**__import__("os").environ, "PYTHONPATH": str(fake)}
+    proc = subprocess.run([sys.executable, "-m", "torch_preflight", "estimate", str(script), "--device", "cpu"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode in (0, 3), proc.stderr
+    assert "Peak" in proc.stdout
+    assert not (tmp_path / "imported").exists()
