@@ -1084,6 +1084,9 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         if not it.checker.layer(mod, x, args, kwargs):
             it.problem(f"{kind} `{mod.name}` does not take a tensor of shape {x.shape}", node)
             return UNKNOWN  # torch raises here: nothing after it is checked
+    if kind == "LazyLinear" and "weight" not in mod.params and isinstance(a.get("out_features"), int) and x.shape:
+        # a lazy layer takes its in_features from its first input
+        mod.params = {"weight": (a["out_features"], x.shape[-1]), **({"bias": (a["out_features"],)} if a.get("bias", True) else {})}
     weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
     if kind in ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear"):
         xs, *ws = it.autocast_inputs([x, *weights[:1]])
