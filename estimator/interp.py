@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torch_preflight.core.names import ImportMap, dotted
+from torch_preflight.core.parse import parse
 from torch_preflight.core.project import ProjectView
-from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.estimator import catalog, configs
+from torch_preflight.core.semantic import ModuleModel, build
+from torch_preflight.core.source import SourceText
+from torch_preflight.estimator import architectures, catalog, configs
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     UNKNOWN,
@@ -504,7 +506,8 @@ class Interpreter:
         bases = tuple(self.user_value(b.name) or b if isinstance(b, Qualified) else b for b in bases)
         is_module = any(
             (isinstance(b, Qualified) and b.name in ("torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
-                                                      "lightning.LightningModule", "lightning.pytorch.LightningModule"))
+                                                      "lightning.LightningModule", "lightning.pytorch.LightningModule",
+                                                      "torch.nn.Sequential", "torch.nn.modules.container.Sequential"))
             or (isinstance(b, ClassValue) and b.is_module)
             for b in bases
         )
@@ -674,6 +677,21 @@ class Interpreter:
                     self.cur_path = saved
         self.user_values[key] = value
         return value
+
+    def library_value(self, qualified: str) -> Any:
+        """A model function or class of a library (`torchvision.models.resnet50`) from the bundled catalog of common
+        architectures (estimator.architectures), read like a user module; None when the catalog does not hold it."""
+        found = architectures.library_source(qualified)
+        if found is None:
+            return None
+        module, name = found
+        path = f"<{module}>"
+        if path not in self.user_modules:
+            source = SourceText(architectures.SOURCES[module])
+            self.load_module(build(parse(source).tree, source, path), module)
+        scope = self.user_modules.get(path)
+        self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
+        return scope.vars.get(name) if scope is not None else None
 
     def import_star(self, node: ast.ImportFrom, scope: Scope) -> None:
         """`from models import *` / `from .parts import *` of the user's own module: its public names (or its
@@ -1096,6 +1114,8 @@ class Interpreter:
             return self.call_module(func, args, kwargs, node)
         if isinstance(func, Qualified):
             user = self.user_value(func.name)
+            if user is None:
+                user = self.library_value(func.name)
             if user is not None and not isinstance(user, Qualified):
                 return self.call(user, args, kwargs, node, line, col)
             return ops.call_qualified(self, func.name, args, kwargs, node, line, col)
@@ -1136,7 +1156,11 @@ class Interpreter:
                 out = ops.catalog_forward(self, mod, args, kwargs, node)
             else:
                 forward = mod.cls.lookup("forward") if mod.cls is not None else None
-                if not isinstance(forward, Function):
+                if not isinstance(forward, Function) and ops.container_base(mod) == "Sequential":
+                    out = args[0] if args else UNKNOWN
+                    for child in mod.children.values():
+                        out = self.call_module(child, [out], {}, node)
+                elif not isinstance(forward, Function):
                     self.problem(f"`{mod.type}` has no readable forward()", node)
                     out = UNKNOWN
                 else:

@@ -67,6 +67,21 @@ def _literal_shape(data: Any) -> tuple[int, ...] | None:
     return None
 
 
+def container_base(mod: Module) -> str | None:
+    """"Sequential" when a user class derives (directly or not) from nn.Sequential; None otherwise."""
+    from torch_preflight.estimator.values import ClassValue
+
+    todo = [mod.cls] if mod.cls is not None else []
+    while todo:
+        cls = todo.pop()
+        for base in cls.bases:
+            if isinstance(base, Qualified) and base.name in ("torch.nn.Sequential", "torch.nn.modules.container.Sequential"):
+                return "Sequential"
+            if isinstance(base, ClassValue):
+                todo.append(base)
+    return None
+
+
 def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | None:
     """A Dataset class of the script's own: its `__getitem__(0)` read as the sample (the default collate stacks them)."""
     from torch_preflight.estimator.values import BoundMethod, ClassValue, Function
@@ -262,7 +277,11 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         except Exception:
             return UNKNOWN
     if name == "super":
-        return Obj("super")
+        try:
+            me = it.scope.lookup("self")
+        except KeyError:
+            me = None
+        return Obj("super", {"self": me})
     if name in ("int", "float", "bool", "str", "abs", "round"):
         if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
             try:
@@ -839,6 +858,11 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
             return math.prod(obj.attrs["dims"])
         return UNKNOWN
     if isinstance(obj, Obj) and obj.type == "super":
+        me = obj.attrs.get("self")
+        if name == "__init__" and isinstance(me, Module) and container_base(me) == "Sequential":
+            # `class MLPBlock(nn.Sequential): super().__init__(*layers)`: its layers are its children, run in order
+            mods = [a for a in args if isinstance(a, Module)]
+            me.children.update({str(i): m for i, m in enumerate(mods)})
         return None  # super().__init__()
     if isinstance(obj, list):
         if name == "append" and args:

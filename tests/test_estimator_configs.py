@@ -410,3 +410,46 @@ def test_no_process_imports_torch(tmp_path: Path) -> None:
     assert proc.returncode in (0, 3), proc.stderr
     assert "Peak" in proc.stdout
     assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize(("factory", "count"), [
+    ("resnet18", 11_689_512), ("resnet34", 21_797_672), ("resnet50", 25_557_032), ("resnet101", 44_549_160),
+    ("vit_b_16", 86_567_656),  # torchvision's published parameter counts
+])
+def test_library_models_from_the_bundled_catalog(factory: str, count: int) -> None:
+    src = f"""\
+    import torch
+    import torch.nn as nn
+    from torchvision import models
+
+    model = models.{factory}(weights=None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(torch.randn(2, 3, 224, 224)), torch.randint(0, 1000, (2,))).backward()
+        opt.step()
+    """
+    report = one(src)
+    assert report.complete, report.unknowns
+    assert params(report) == count
+    assert any("catalog of common architectures" in a.text for a in report.assumptions)
+
+
+def test_a_subclass_of_sequential_is_its_layers() -> None:
+    src = """\
+    import torch
+    import torch.nn as nn
+
+    class MLP(nn.Sequential):
+        def __init__(self, d):
+            super().__init__(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    model = MLP(8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(2, 8)).sum().backward()
+        opt.step()
+    """
+    report = one(src)
+    assert report.complete and params(report) == 8 * 32 + 32 + 32 * 8 + 8

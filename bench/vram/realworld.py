@@ -9,7 +9,9 @@ writes the synthetic data the case's setup names, then
 and prints one row per case and the summary the issue asks for: the share of complete estimates, the median and
 worst |error| of the complete ones, and every complete estimate more than 10% low.
 
-Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them).
+Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them). makemore's script
+imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first (only the measuring
+process sees it).
 
 Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown] [--remeasure]
 """
@@ -22,6 +24,7 @@ import os
 import random
 import shlex
 import statistics
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +36,11 @@ MANIFEST = HERE / "realworld" / "manifest.json"
 MIRROR = Path(os.environ.get("MIRROR", "/work/.mirror"))
 sys.path.insert(0, str(ROOT))
 
+SITE = ROOT / "bench" / "out" / "realworld-site"  # what the scripts import beyond torch: `pip install --target ... tensorboard`
 MEASURE = """\
 import json, os, sys
 sys.path.insert(0, {root!r})
+sys.path.append({site!r})
 from torch_preflight.measure.runtime import measure_script
 os.chdir({cwd!r})
 m = measure_script({script!r}, {argv!r}, steps=2, device="cpu", quiet=True)
@@ -79,7 +84,7 @@ def setup(step: str, work: Path) -> None:
     elif kind == "text":  # a character-level corpus
         path, n = work / args[0], int(args[1])
         if not path.exists():
-            letters = "abcdefghijklmnopqrstuvwxyz ,.\n"
+            letters = string.ascii_letters + " ,.!?\n"
             path.write_text("".join(rng.choice(letters) for _ in range(n)))
     elif kind == "words":  # a word-level corpus (wikitext's layout): train/valid/test.txt over a vocabulary of `args[1]`
         folder, vocab = work / args[0], int(args[1])
@@ -97,7 +102,7 @@ def setup(step: str, work: Path) -> None:
 
 
 def measure(case: dict, work: Path) -> dict:
-    code = MEASURE.format(root=str(ROOT), cwd=str(work), script=case["script"], argv=case["argv"])
+    code = MEASURE.format(root=str(ROOT), site=str(SITE), cwd=str(work), script=case["script"], argv=case["argv"])
     proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=1200, cwd=work)
     for line in proc.stdout.splitlines():
         if line.startswith("@@"):
