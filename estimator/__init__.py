@@ -18,7 +18,8 @@ from torch_preflight.core.parse import parse
 from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
-from torch_preflight.estimator.interp import Interpreter, Recorder, StepRecord
+from torch_preflight.estimator import ops
+from torch_preflight.estimator.interp import Interpreter
 from torch_preflight.estimator.options import (
     ALLOCATOR_RESERVE,
     CUBLASLT_WORKSPACE,
@@ -28,8 +29,11 @@ from torch_preflight.estimator.options import (
     cublas_workspace,
     gpu_memory,
 )
+from torch_preflight.estimator.record import Recorder, StepRecord
 from torch_preflight.estimator.timeline import Timeline, cuda_round, optimizer_bytes, simulate
 from torch_preflight.estimator.values import ITEMSIZE, Module, Optimizer, Tensor
+
+Interpreter.ops = ops  # type: ignore[assignment]  # the interpreter reads torch's semantics from this registry
 
 __all__ = ["GPUS", "EstimateOptions", "estimate", "estimate_source", "gpu_memory", "options_from_config"]
 

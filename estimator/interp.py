@@ -12,7 +12,7 @@ import ast
 import math
 import operator
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from torch_preflight.core.names import ImportMap, dotted
@@ -21,6 +21,7 @@ from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.estimator import architectures, catalog, configs
+from torch_preflight.estimator.record import Op, Ops, Recorder, StepRecord, broadcast, dims_of, norm_dim, promote
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     UNKNOWN,
@@ -89,43 +90,6 @@ class Scope:
 
 
 @dataclass
-class Op:
-    layer: str  # the module the op is attributed to
-    saved: list[tuple[int, int]]  # (storage id, bytes) this op keeps for backward
-    out_bytes: int  # its output (the gradient flowing back has this size)
-    in_grad_bytes: int  # gradients it produces for its inputs
-    params: list[tuple[int, int]]  # (param key, grad bytes) of parameters it uses
-    transient: int = 0  # unsaved bytes live while it runs in forward (its output, extra buffers)
-    recompute: int = 0  # activation checkpointing: bytes re-saved when its backward recomputes
-    backward_transient: int = 0  # workspace its backward holds besides the incoming and produced grads
-    cast_grad_bytes: int = 0  # grads of autocast weight casts it produces (converted to .grad after its backward)
-    out_id: int = 0  # storage id of its output
-    in_grads: list[tuple[int, int]] = field(default_factory=list)  # (storage id, bytes) of the inputs it produces grads for
-
-
-@dataclass
-class Recorder:
-    ops: list[Op] = field(default_factory=list)
-    saved: dict[int, tuple[int, str]] = field(default_factory=dict)  # storage id -> (bytes, first layer)
-    stack: list[Module] = field(default_factory=list)
-    models: list[Module] = field(default_factory=list)
-    weight_casts: dict[int, Tensor] = field(default_factory=dict)
-    autocast: str | None = None
-    batch: list[Tensor] = field(default_factory=list)
-    cublaslt: bool = False  # a GEMM of the step took cuBLASLt (addmm with a bias): its workspace is allocated
-
-
-@dataclass
-class StepRecord:
-    recorder: Recorder
-    loss: Tensor | None
-    line: int
-    autocast: str | None
-    batch: list[Tensor] = field(default_factory=list)
-    held: list[tuple[int, int]] = field(default_factory=list)  # (storage id, bytes) of forward outputs the script still holds
-
-
-@dataclass
 class Instance:
     module: Module
     line: int
@@ -134,6 +98,9 @@ class Instance:
 
 
 class Interpreter:
+    # what torch calls do: estimator.ops, a registry this class reads and never imports (the estimator package sets it)
+    ops: Ops
+
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
                  project: ProjectView | None = None, argv: tuple[str, ...] | None = None) -> None:
@@ -1100,8 +1067,7 @@ class Interpreter:
         return out
 
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int = 0, col: int = 0) -> Any:
-        from torch_preflight.estimator import ops
-
+        ops = self.ops
         if isinstance(func, ClassValue):
             return self.instantiate(func, args, kwargs, line, col)
         if isinstance(func, Function):
@@ -1128,8 +1094,7 @@ class Interpreter:
         return UNKNOWN
 
     def call_module(self, mod: Module, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
-        from torch_preflight.estimator import ops
-
+        ops = self.ops
         started = False
         if self.forward_depth == 0 and self.grad_enabled and self.recorder is None and mod.type not in catalog.LOSSES:
             self.recorder = Recorder(autocast=self.autocast)
@@ -1378,12 +1343,10 @@ class Interpreter:
 
 
 def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> Any:
-    from torch_preflight.estimator.ops import _dims, norm_dim
-
     shape = list(t.shape)
     n = len(shape)
     if name in ("view", "reshape"):
-        dims = _dims(list(args)) if args else list(kwargs.get("shape", ()))
+        dims = dims_of(list(args)) if args else list(kwargs.get("shape", ()))
         if any(not isinstance(d, int) for d in dims):
             return UNKNOWN
         raw = list(dims)
@@ -1403,11 +1366,11 @@ def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> A
         other = args[0] if args else None
         return t.view(other.shape, contiguous=name != "expand_as") if isinstance(other, Tensor) else UNKNOWN
     if name == "expand":
-        dims = _dims(list(args))
+        dims = dims_of(list(args))
         dims = [shape[i - (len(dims) - n)] if d == -1 else d for i, d in enumerate(dims)]
         return t.view(tuple(dims), contiguous=False) if all(isinstance(d, int) for d in dims) else UNKNOWN
     if name == "repeat":
-        dims = _dims(list(args))
+        dims = dims_of(list(args))
         base = [1] * (len(dims) - n) + shape
         return it.elementwise([t], tuple(b * d for b, d in zip(base, dims, strict=False)), "repeat")
     if name == "flatten":
@@ -1434,7 +1397,7 @@ def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> A
     if name in ("t", "mT"):
         return t.view(tuple(shape[:-2] + shape[-2:][::-1]), contiguous=False)
     if name == "permute":
-        dims = _dims(list(args))
+        dims = dims_of(list(args))
         return t.view(tuple(shape[norm_dim(d, n)] for d in dims), contiguous=False)
     if name == "movedim":
         src, dst = norm_dim(args[0], n), norm_dim(args[1], n)
@@ -1470,27 +1433,6 @@ def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> A
         shape[norm_dim(dim, n)] = length
         return t.view(tuple(shape), contiguous=False)
     return UNKNOWN
-
-
-def broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
-    out: list[int] = []
-    for i in range(1, max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x == y or y == 1:
-            out.append(x)
-        elif x == 1:
-            out.append(y)
-        else:
-            return None
-    return tuple(reversed(out))
-
-
-def promote(a: str, b: str) -> str:
-    order = ["bool", "uint8", "int8", "int16", "int32", "int64", "bfloat16", "float16", "float32", "float64"]
-    if {a, b} == {"bfloat16", "float16"}:
-        return "float32"
-    return a if order.index(a) >= order.index(b) else b
 
 
 def iter_modules(mod: Module) -> Iterator[Module]:

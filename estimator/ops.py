@@ -8,6 +8,7 @@ import os.path
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.estimator import catalog, configs, reshape
+from torch_preflight.estimator.record import StepRecord, broadcast, norm_dim
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     ITEMSIZE,
@@ -129,10 +130,6 @@ def ints(values: list[Any]) -> tuple[int, ...] | None:
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return tuple(values)
     return None
-
-
-def norm_dim(d: int, n: int) -> int:
-    return d + n if d < 0 else d
 
 
 # ---- qualified calls ---------------------------------------------------------------------------------
@@ -630,8 +627,6 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
             return it.tensor_binop(ops_[short], args[0], args[1], False)
         shape = x.shape
         for t in tensors[1:]:
-            from torch_preflight.estimator.interp import broadcast
-
             shape = broadcast(shape, t.shape) or shape
         return it.elementwise(tensors, shape, short, tensors)
     if short in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits",
@@ -968,14 +963,6 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
     return UNKNOWN
 
 
-def _dims(args: list[Any]) -> list[Any]:
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return list(args[0])
-    if len(args) == 1 and isinstance(args[0], Obj) and args[0].type == "shape":
-        return list(args[0].attrs["dims"])
-    return list(args)
-
-
 def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     shape = t.shape
     n = len(shape)
@@ -986,8 +973,6 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
     if name in ("dim", "ndimension"):
         return n
     if name in COMPARISONS:  # a mask: no gradient, nothing saved
-        from torch_preflight.estimator.interp import broadcast
-
         other = args[0] if args else None
         mask = broadcast(shape, other.shape) if isinstance(other, Tensor) else shape
         return Tensor(mask, "bool", external=it.forward_depth == 0) if mask is not None else UNKNOWN
@@ -1065,8 +1050,6 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
 
 
 def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
-    from torch_preflight.estimator.interp import StepRecord
-
     rec = it.recorder
     if rec is None:
         it.problem("backward() on a loss no forward was seen for", node)

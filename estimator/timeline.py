@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch_preflight.estimator.interp import Op, Recorder
+from torch_preflight.estimator.record import Op, Recorder
 from torch_preflight.estimator.values import Optimizer
 
 
