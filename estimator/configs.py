@@ -21,6 +21,43 @@ STR_METHODS = {
     "title", "capitalize", "zfill", "splitlines", "isalpha", "isidentifier",
 }
 CONVERTERS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool}
+MAX_TEXT = 16 * 2**20  # a text file of the project larger than this is not read
+
+
+class FileText(str):
+    """The text of a project file (`open(path).read()`): a string that remembers its file, so that `exec` of it
+    (a configurator) reports lines in that file."""
+
+    path: str
+
+
+def project_path(path: str, base_dir: str) -> str:
+    """A relative path as the script would open it: beside the script, else from the folder the estimate runs in."""
+    import os.path
+
+    if os.path.isabs(path):
+        return path
+    beside = os.path.join(base_dir, path)
+    return beside if os.path.exists(beside) or not os.path.exists(path) else os.path.abspath(path)
+
+
+def read_text(path: str, base_dir: str, mode: Any = "r") -> Any:
+    """`open(path, mode).read()` of a text file of the project: its content, as the script would read it (the
+    estimator reads the user's files, never runs them); unknown for binary modes, missing or huge files."""
+    import os.path
+
+    if not isinstance(mode, str) or "b" in mode or any(c in mode for c in "wax+"):
+        return UNKNOWN
+    full = project_path(path, base_dir)
+    try:
+        if os.path.getsize(full) > MAX_TEXT:
+            return UNKNOWN
+        with open(full, encoding="utf-8") as f:
+            text = FileText(f.read())
+    except (OSError, UnicodeDecodeError):
+        return UNKNOWN
+    text.path = path
+    return text
 
 
 @dataclass
@@ -181,6 +218,5 @@ def os_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -
         return list(result) if isinstance(result, tuple) else result
     probes = {"os.path.exists": os.path.exists, "os.path.isfile": os.path.isfile, "os.path.isdir": os.path.isdir}
     if name in probes and len(args) == 1:
-        path = args[0] if os.path.isabs(args[0]) else os.path.join(base_dir, args[0])
-        return probes[name](path)
+        return probes[name](project_path(args[0], base_dir))
     return UNKNOWN

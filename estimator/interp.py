@@ -43,7 +43,8 @@ from torch_preflight.estimator.values import (
     is_unknown,
 )
 
-MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast)
+MAX_STEPS = 500_000  # statements executed before giving up (keeps the editor fast)
+LONG_ITERABLE = 20_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
 # imported names from these packages are never looked for among the user's own modules
 LIBRARIES = {
     "torch", "torchvision", "torchaudio", "torchtext", "numpy", "math", "os", "sys", "random", "dataclasses", "typing",
@@ -149,12 +150,18 @@ class Interpreter:
         """Forward outputs the running code still holds in its variables when backward() runs (`logits, loss =
         model(x, y)`): autograd frees its saved tensors, but these stay allocated through backward and the step."""
         produced = {op.out_id for op in rec.ops}
+        batch = {t.storage.id for t in rec.batch if t.storage is not None}
         held: dict[int, int] = {}
         scope: Scope | None = self.scope
         while scope is not None:
             for value in scope.vars.values():
-                for t in value if isinstance(value, (tuple, list)) else (value,):
-                    if isinstance(t, Tensor) and t.storage is not None and t.storage is not loss.storage and t.storage.id in produced:
+                for t in value if isinstance(value, (tuple, list)) and len(value) <= 64 else (value,):
+                    if not isinstance(t, Tensor) or t.storage is None or t.storage is loss.storage:
+                        continue
+                    if t.storage.id in produced:
+                        held[t.storage.id] = t.storage.nbytes
+                    elif self.device == "cpu" and t.external and not t.host and not t.is_param and t.storage.id not in batch:
+                        # a tensor the script keeps in CPU memory (a whole tokenized corpus): the CPU's peak holds it
                         held[t.storage.id] = t.storage.nbytes
             scope = scope.parent
         return list(held.items())
@@ -216,6 +223,7 @@ class Interpreter:
             pass
         except Budget:
             self.problem("the file is too large to interpret fully")
+            self.steps_left = MAX_STEPS // 10  # enough to build the models the report names
 
     def construct_class(self, cls: ClassValue, line: int, col: int) -> Any:
         return self.call(cls, [], {}, None, line=line, col=col)
@@ -475,6 +483,7 @@ class Interpreter:
             (isinstance(b, Qualified) and b.name in ("torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
                                                       "lightning.LightningModule", "lightning.pytorch.LightningModule",
                                                       "torch.nn.Sequential", "torch.nn.modules.container.Sequential"))
+            or (isinstance(b, Qualified) and b.name.startswith("torch.nn.") and b.name.rsplit(".", 1)[-1] in catalog.SIGNATURES)
             or (isinstance(b, ClassValue) and b.is_module)
             for b in bases
         )
@@ -690,8 +699,7 @@ class Interpreter:
         configurator); lines in it are reported as that file's."""
         import os
 
-        base = os.path.dirname(self.model.path)
-        full = path if os.path.isabs(path) else os.path.join(base, path)
+        full = configs.project_path(path, os.path.dirname(self.model.path))
         try:
             with open(full, encoding="utf-8") as f:
                 tree = ast.parse(f.read(), full)
@@ -879,6 +887,10 @@ class Interpreter:
                 return
             gen = node.generators[i]
             items = self.iterate(self.eval(gen.iter, inner), gen.iter)
+            if items is not None and len(items) > LONG_ITERABLE and len(node.generators) == 1 and not gen.ifs:
+                # `[stoi[c] for c in text]` over a whole corpus: as many values as items, their values not read
+                results.extend([UNKNOWN] * len(items))
+                return
             for item in items or []:
                 self.tick()
                 s = Scope(inner)
@@ -1450,16 +1462,33 @@ COMPARE = {
     ast.NotIn: lambda a, b: a not in b,
 }
 def _offset_width(item: ast.Slice, evaluate: Any) -> int | None:
-    """The width of `x[a:a + k]` (or `x[a:k + a]`) with a known k and any a; None for other slices."""
-    hi = item.upper
-    if item.lower is None or not isinstance(hi, ast.BinOp) or not isinstance(hi.op, ast.Add):
+    """The width of `x[a:a + k]`, `x[i + 1:i + k + 1]` and the like: upper minus lower, their common unknown terms
+    cancelled and the rest known integers; None for other slices."""
+    if item.lower is None or item.upper is None:
         return None
-    lower = ast.unparse(item.lower)
-    for base, offset in ((hi.left, hi.right), (hi.right, hi.left)):
-        if ast.unparse(base) == lower:
-            k = evaluate(offset)
-            return k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else None
-    return None
+    upper, lower = _terms(item.upper), _terms(item.lower)
+    for t in [t for t in lower if isinstance(t, str)]:
+        if t in upper:  # `i` on both sides: whatever it is, it cancels
+            upper.remove(t)
+            lower.remove(t)
+    width = 0
+    for terms, sign in ((upper, 1), (lower, -1)):
+        for t in terms:
+            value = t if isinstance(t, int) else evaluate(ast.parse(t.lstrip("-"), mode="eval").body)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+            width += sign * (-value if isinstance(t, str) and t.startswith("-") else value)
+    return width if width >= 0 else None
+
+
+def _terms(node: ast.expr, sign: int = 1) -> list[Any]:
+    """`i + block_size + 1` -> ['i', 'block_size', 1]: an additive expression's terms, constants as ints, the rest as
+    source text ('-' in front when subtracted)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _terms(node.left, sign) + _terms(node.right, sign if isinstance(node.op, ast.Add) else -sign)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return [sign * node.value]
+    return [("-" if sign < 0 else "") + ast.unparse(node)]
 
 
 def _trains(node: ast.AST) -> bool:

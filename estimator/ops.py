@@ -57,27 +57,30 @@ def _flat(data: Any) -> list[Any]:
     return [v for item in data for v in _flat(item)] if isinstance(data, (list, tuple)) else [data]
 
 
-def _literal_shape(data: Any) -> tuple[int, ...] | None:
-    """The shape of a (nested) list of numbers, or of a number; None when it is not one."""
-    if isinstance(data, (int, float)) and not isinstance(data, bool):
+def _literal_shape(data: Any, values_known: bool = True) -> tuple[int, ...] | None:
+    """The shape of a (nested) list of numbers, or of a number; None when it is not one. With `values_known` False,
+    an unread value counts as a number (`torch.tensor(encode(text), dtype=torch.long)`: the length is what matters)."""
+    if (isinstance(data, (int, float)) and not isinstance(data, bool)) or (not values_known and is_unknown(data)):
         return ()
     if isinstance(data, (list, tuple)) and data:
-        inner = {_literal_shape(v) for v in data}
+        inner = {_literal_shape(v, values_known) for v in (data if len(data) <= 64 else (data[0], data[-1]))}
         if len(inner) == 1 and None not in inner:
             return (len(data), *next(iter(inner)))  # type: ignore[misc]
     return None
 
 
 def container_base(mod: Module) -> str | None:
-    """"Sequential" when a user class derives (directly or not) from nn.Sequential; None otherwise."""
+    """The torch.nn layer a user class derives from (directly or not): "Sequential", "Transformer", ...; None when it
+    derives from nn.Module only."""
     from torch_preflight.estimator.values import ClassValue
 
     todo = [mod.cls] if mod.cls is not None else []
     while todo:
         cls = todo.pop()
         for base in cls.bases:
-            if isinstance(base, Qualified) and base.name in ("torch.nn.Sequential", "torch.nn.modules.container.Sequential"):
-                return "Sequential"
+            kind = base.name.rsplit(".", 1)[-1] if isinstance(base, Qualified) and base.name.startswith("torch.nn.") else ""
+            if kind in catalog.SIGNATURES:
+                return kind
             if isinstance(base, ClassValue):
                 todo.append(base)
     return None
@@ -108,9 +111,9 @@ def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, A
     """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
     if short == "memmap" and args and isinstance(args[0], str):
         dtype = dtype_of(kwargs.get("dtype", args[1] if len(args) > 1 else "uint8")) or "uint8"
-        path = args[0] if os.path.isabs(args[0]) else os.path.join(os.path.dirname(it.model.path), args[0])
+        path = configs.project_path(args[0], os.path.dirname(it.model.path))
         if kwargs.get("mode", "r+") == "r" and os.path.isfile(path):
-            return Tensor((os.path.getsize(path) // ITEMSIZE.get(dtype, 1),), dtype, external=True)
+            return Tensor((os.path.getsize(path) // ITEMSIZE.get(dtype, 1),), dtype, external=True, host=True)
     return Unknown(f"call `numpy.{short}`")
 
 
@@ -339,10 +342,11 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
     if name == "globals":
         return it.module_vars()
     if name == "open":
-        return Obj("file", {"path": args[0]}) if args and isinstance(args[0], str) else UNKNOWN
+        mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
+        return Obj("file", {"path": args[0], "mode": mode}) if args and isinstance(args[0], str) else UNKNOWN
     if name == "exec":
-        if args and isinstance(args[0], Obj) and args[0].type == "source":
-            it.exec_file(args[0].attrs["path"], node)
+        if args and isinstance(args[0], configs.FileText):
+            it.exec_file(args[0].path, node)
         else:
             it.problem("exec() of code that is not a file of the project", node)
         return None
@@ -572,7 +576,7 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         wanted = dtype_of(kwargs.get("dtype"))
         if isinstance(data, Tensor):  # a numpy array modelled as a tensor, or a tensor
             return Tensor(data.shape, wanted or data.dtype, external=True, guessed=data.guessed)
-        literal = _literal_shape(data)
+        literal = _literal_shape(data, values_known=wanted is None)  # with a dtype, unread values are fine
         if literal is not None:
             is_float = any(isinstance(v, float) for v in _flat(data))
             return Tensor(literal, wanted or ("float32" if is_float or short == "from_numpy" else "int64"), external=True)
@@ -581,6 +585,9 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
             return Tensor((), wanted or "float32", external=True, guessed=True)
         it.problem(f"the shape of torch.{short}(...) is not known", node)
         return UNKNOWN
+    if short == "multinomial" and args and isinstance(args[0], Tensor):
+        n = kwargs.get("num_samples", args[1] if len(args) > 1 else None)
+        return Tensor((*args[0].shape[:-1], n), "int64", external=it.forward_depth == 0) if isinstance(n, int) else UNKNOWN
     if short in ("tril", "triu") and args and isinstance(args[0], Tensor):
         return Tensor(args[0].shape, args[0].dtype, external=args[0].external)
     if short in ("device", "manual_seed", "set_float32_matmul_precision", "compile", "is_available", "set_num_threads", "clip_grad_norm_", "clip_grad_value_"):
@@ -854,10 +861,20 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return UNKNOWN
     if isinstance(obj, Obj) and obj.type == "super":
         me = obj.attrs.get("self")
-        if name == "__init__" and isinstance(me, Module) and container_base(me) == "Sequential":
+        base = container_base(me) if name == "__init__" and isinstance(me, Module) else None
+        if base == "Sequential" and isinstance(me, Module):
             # `class MLPBlock(nn.Sequential): super().__init__(*layers)`: its layers are its children, run in order
             mods = [a for a in args if isinstance(a, Module)]
             me.children.update({str(i): m for i, m in enumerate(mods)})
+        elif base is not None and isinstance(me, Module):
+            # `class TransformerModel(nn.Transformer)`: what the torch.nn base builds is part of the instance
+            built = construct(it, base, args, kwargs, node, me.line, me.col)
+            if isinstance(built, Module):
+                me.params.update(built.params)
+                me.buffers.update(built.buffers)
+                me.children.update(built.children)
+                if built.args.get("incomplete"):
+                    me.attrs["incomplete"] = built.args["incomplete"]
         return None  # super().__init__()
     if isinstance(obj, list):
         if name == "append" and args:
@@ -902,8 +919,9 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return configs.str_method(obj, name, args, kwargs)
     if isinstance(obj, configs.Parser):
         return configs.parser_method(obj, name, args, kwargs, it.argv)
-    if isinstance(obj, Obj) and obj.type == "file" and name == "read":
-        return Obj("source", {"path": obj.attrs["path"]})
+    if isinstance(obj, Obj) and obj.type == "file" and name in ("read", "readlines"):
+        text = configs.read_text(obj.attrs["path"], os.path.dirname(it.model.path), obj.attrs.get("mode", "r"))
+        return text.splitlines(keepends=True) if name == "readlines" and isinstance(text, str) else text
     if isinstance(obj, (int, float)) and name in ("bit_length",):
         return UNKNOWN
     return UNKNOWN
@@ -983,6 +1001,9 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
                 "pin_memory", "astype", "share_memory_"):
         if name == "backward":
             return backward(it, t, node)
+        if name == "tolist" and 0 < len(t.shape) <= 2 and math.prod(t.shape) <= 1_000_000:
+            # as many (unread) values as the tensor holds: iterating it works, reading a value does not
+            return [UNKNOWN] * t.shape[0] if len(t.shape) == 1 else [[UNKNOWN] * t.shape[1] for _ in range(t.shape[0])]
         if name in ("item", "tolist", "numpy"):
             return UNKNOWN
         if name == "detach":

@@ -55,6 +55,7 @@ class Tensor:
     # shape rests on a guess (an unknown branch, an unknown dataset, torch.tensor(data))
     trail: tuple[Any, ...] = ()
     guessed: bool = False
+    host: bool = False  # not torch's memory (a numpy memmap of a token file): never counted
 
     def __post_init__(self) -> None:
         if self.storage is None:
@@ -70,7 +71,7 @@ class Tensor:
 
     def view(self, shape: tuple[int, ...], contiguous: bool | None = None) -> Tensor:
         return Tensor(tuple(shape), self.dtype, self.requires_grad, self.storage, self.external,
-                      self.contiguous if contiguous is None else contiguous, self.is_param, self.trail, self.guessed)
+                      self.contiguous if contiguous is None else contiguous, self.is_param, self.trail, self.guessed, self.host)
 
 
 @dataclass(eq=False)
