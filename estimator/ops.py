@@ -367,6 +367,12 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
     if name == "set":
         items = it.iterate(args[0], node) if args else []
         return set(items) if items is not None and all(isinstance(v, (str, int, float, tuple)) for v in items) else UNKNOWN
+    if name == "iter" and args and isinstance(args[0], (Loader, list, tuple)):
+        return Obj("iterator", {"source": args[0]})
+    if name == "next" and args and isinstance(args[0], (Obj, Loader)) and (isinstance(args[0], Loader) or args[0].type == "iterator"):
+        source = args[0] if isinstance(args[0], Loader) else args[0].attrs["source"]
+        items = it.iterate(source, node or ast.Pass())  # a loader's next batch; a list's first item
+        return items[0] if items else (args[1] if len(args) > 1 else UNKNOWN)
     if name in ("print", "iter", "next", "type", "map"):
         return UNKNOWN if name != "print" else None
     return Unknown(f"call `{name}`")
