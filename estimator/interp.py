@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -697,8 +698,6 @@ class Interpreter:
     def exec_file(self, path: str, node: ast.AST | None) -> None:
         """`exec(open(path).read())`: read that file of the project and run it in the script's globals (a
         configurator); lines in it are reported as that file's."""
-        import os
-
         full = configs.project_path(path, os.path.dirname(self.model.path))
         try:
             with open(full, encoding="utf-8") as f:
@@ -794,7 +793,9 @@ class Interpreter:
             for op, comp in zip(node.ops, node.comparators, strict=False):
                 right = self.eval(comp, scope)
                 if isinstance(op, (ast.Is, ast.IsNot)) and (isinstance(left, Tensor) or isinstance(right, Tensor)):
-                    if not (is_unknown(left) or is_unknown(right)) and not (COMPARE[type(op)](left, right)):
+                    if is_unknown(left) or is_unknown(right):
+                        return UNKNOWN
+                    if not COMPARE[type(op)](left, right):
                         return False  # `targets is not None`: identity, not an elementwise comparison
                     left = right
                     continue

@@ -242,6 +242,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return configs.os_call(name, args, kwargs, os.path.dirname(it.model.path))
     if name in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
         return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
+    if name in ("lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"):
+        return Obj("Trainer", dict(kwargs))
     if name == "argparse.ArgumentParser":
         return configs.Parser()
     if name == "ast.literal_eval":
@@ -335,7 +337,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         if args and isinstance(args[0], Module) and kinds and all(isinstance(k, Qualified) and k.name.startswith("torch.nn.")
                                                                   for k in kinds):
             # a layer's class among torch.nn classes (minGPT's weight-decay lists): a catalog layer is exactly its type
-            return args[0].catalog and args[0].type in {k.name.rsplit(".", 1)[-1] for k in kinds}
+            names = {k.name.rsplit(".", 1)[-1] for k in kinds}
+            return "Module" in names or (args[0].catalog and args[0].type in names)
         return UNKNOWN
     if name == "vars":
         return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
@@ -379,6 +382,54 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
 
 
 # ---- construction ---------------------------------------------------------------------------------
+LIGHTNING_PRECISION = {"bf16-mixed": "bfloat16", "16-mixed": "float16", "16": "float16", 16: "float16", "bf16": "bfloat16"}
+
+
+def lightning_fit(it: Interpreter, trainer: Obj, model: Module, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> None:
+    """`Trainer(precision=..., accumulate_grad_batches=...).fit(model, loader | datamodule)`: Lightning owns the loop, so
+    one step is read from the LightningModule itself: its first batch through `training_step`, backward with the
+    gradients cleared to None before it, the optimizer from `configure_optimizers`, under the precision's autocast."""
+    from torch_preflight.estimator.values import BoundMethod, Function, MethodRef
+
+    def method(owner: Any, attr: str) -> Any:
+        found = it.getattr(owner, attr, node or ast.Pass())
+        return it.call(found, [], {}, node) if isinstance(found, (BoundMethod, Function, MethodRef)) else None
+
+    loader = kwargs.get("train_dataloaders", args[0] if args else None)
+    datamodule = kwargs.get("datamodule")
+    if not isinstance(loader, Loader):
+        loader = method(datamodule, "train_dataloader") if datamodule is not None else method(model, "train_dataloader")
+    if not any(o for o in it.optimizers):
+        method(model, "configure_optimizers")
+    step = it.getattr(model, "training_step", node or ast.Pass())
+    if not isinstance(loader, Loader) or not isinstance(step, BoundMethod):
+        it.problem("Trainer.fit: the training batches or training_step are not known", node)
+        return None
+    precision = trainer.attrs.get("precision", "32-true")
+    accumulate = trainer.attrs.get("accumulate_grad_batches", 1)
+    line = getattr(node, "lineno", 1) - 1
+    saved = (it.autocast, it.grad_enabled)
+    it.autocast = it.force_autocast or LIGHTNING_PRECISION.get(precision)
+    if it.autocast:
+        it.assume(f"Lightning precision={precision!r}: autocast {it.autocast}", line)
+    it.grad_enabled = True
+    it.zero_grad_seen = True
+    it.zero_grad_set_to_none = not (isinstance(accumulate, int) and accumulate > 1)  # Lightning clears gradients to None
+    if not it.zero_grad_set_to_none:
+        it.assume(f"accumulate_grad_batches={accumulate}: gradients stay allocated between micro-batches", line)
+    try:
+        batch = it.loader_batch(loader, node or ast.Pass())
+        out = it.call(step, [batch, 0], {}, node)
+        loss = out.get("loss") if isinstance(out, dict) else out
+        if isinstance(loss, Tensor):
+            backward(it, loss, node)
+        else:
+            it.problem("training_step's loss is not a known tensor", node)
+    finally:
+        it.autocast, it.grad_enabled = saved
+    return None
+
+
 def unknown_layer(it: Interpreter, kind: str, node: ast.AST | None, line: int, col: int) -> Module:
     """A torch.nn layer the estimator does not model: it is listed, with its parameters and forward unknown."""
     mod = Module(kind, line, col, catalog=True)
@@ -923,6 +974,8 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return args[0] if name == "scale" and args else None
     if isinstance(obj, str):
         return configs.str_method(obj, name, args, kwargs)
+    if isinstance(obj, Obj) and obj.type == "Trainer" and name == "fit" and args and isinstance(args[0], Module):
+        return lightning_fit(it, obj, args[0], args[1:], kwargs, node)
     if isinstance(obj, configs.Parser):
         return configs.parser_method(obj, name, args, kwargs, it.argv)
     if isinstance(obj, Obj) and obj.type == "file" and name in ("read", "readlines"):
@@ -938,6 +991,8 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
         return Obj("parameters", {"module": mod})
     if name == "named_parameters":
         return Obj("items", {"items": mod.named_parameters()})
+    if name in ("log", "log_dict", "save_hyperparameters", "print") and mod.cls is not None:
+        return None  # a LightningModule's logging: no tensors kept
     if name in ("children", "modules"):
         return list(mod.children.values()) if name == "children" else mod.modules()
     if name in ("named_children", "named_modules"):

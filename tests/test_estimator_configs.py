@@ -453,3 +453,49 @@ def test_a_subclass_of_sequential_is_its_layers() -> None:
     """
     report = one(src)
     assert report.complete and params(report) == 8 * 32 + 32 + 32 * 8 + 8
+
+
+LIGHTNING = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class LitModel(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(torch.randn(1000, 64), torch.randint(0, 10, (1000,))), batch_size=32)
+
+
+model = LitModel()
+trainer = L.Trainer(max_epochs=1TRAINER_ARGS)
+trainer.fit(model)
+"""
+
+
+def test_a_lightning_trainer_owns_the_loop() -> None:
+    plain = one(LIGHTNING.replace("TRAINER_ARGS", ""))
+    assert plain.complete, plain.unknowns
+    assert plain.saved_activation_bytes and plain.breakdown["optimizer_state"] == 2 * (64 * 256 + 256 + 256 * 10 + 10) * 4
+    bf16 = one(LIGHTNING.replace("TRAINER_ARGS", ', precision="bf16-mixed"'))
+    assert bf16.complete and any("autocast bfloat16" in a.text for a in bf16.assumptions)
+    assert bf16.saved_activation_bytes != plain.saved_activation_bytes  # activations in bf16
+    accumulate = one(LIGHTNING.replace("TRAINER_ARGS", ", accumulate_grad_batches=4"))
+    assert accumulate.complete and accumulate.peak_bytes > plain.peak_bytes  # gradients live through the forward
