@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 import operator
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
