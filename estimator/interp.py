@@ -664,7 +664,7 @@ class Interpreter:
         module, name = found
         path = f"<{module}>"
         if path not in self.user_modules:
-            source = SourceText(architectures.SOURCES[module])
+            source = SourceText(architectures.source(module))
             self.load_module(build(parse(source).tree, source, path), module)
         scope = self.user_modules.get(path)
         self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
@@ -950,7 +950,7 @@ class Interpreter:
         if isinstance(base, Qualified):
             if base.name == "sys" and name == "argv":
                 return [self.model.path, *(self.argv or [])]
-            user = self.user_value(base.name) if "." in base.name else None
+            user = (self.user_value(base.name) or self.library_value(base.name)) if "." in base.name else None
             if user is not None and not isinstance(user, Qualified):  # `GPT.get_default_config` of an imported class
                 return self.getattr(user, name, node)
             return Qualified(f"{base.name}.{name}")

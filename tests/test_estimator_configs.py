@@ -499,3 +499,23 @@ def test_a_lightning_trainer_owns_the_loop() -> None:
     assert bf16.saved_activation_bytes != plain.saved_activation_bytes  # activations in bf16
     accumulate = one(LIGHTNING.replace("TRAINER_ARGS", ", accumulate_grad_batches=4"))
     assert accumulate.complete and accumulate.peak_bytes > plain.peak_bytes  # gradients live through the forward
+
+
+@pytest.mark.parametrize(("name", "count"), [("gpt2", 124_439_808), ("gpt2-medium", 354_823_168)])  # the hub's counts
+def test_hugging_face_gpt2_from_the_catalog(name: str, count: int) -> None:
+    src = f"""\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained("{name}")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for step in range(2):
+        input_ids = torch.randint(0, 50257, (2, 64))
+        loss = model(input_ids=input_ids, labels=input_ids).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    report = one(src)
+    assert report.model == "GPT2LMHeadModel" and report.complete, report.unknowns
+    assert params(report) == count
