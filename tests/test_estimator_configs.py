@@ -519,3 +519,67 @@ def test_hugging_face_gpt2_from_the_catalog(name: str, count: int) -> None:
     report = one(src)
     assert report.model == "GPT2LMHeadModel" and report.complete, report.unknowns
     assert params(report) == count
+
+
+def test_a_vocabulary_read_from_a_corpus_and_the_corpus_tensor_on_cpu(tmp_path: Path) -> None:
+    """ng-video-lecture's bigram: the vocabulary is the corpus's characters, the corpus one tensor the script keeps;
+    on --device cpu that tensor is part of the peak, on --device cuda it stays in host memory."""
+    (tmp_path / "input.txt").write_text("abcdefgh" * 5000)
+    src = """\
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    with open('input.txt', 'r', encoding='utf-8') as f:
+        text = f.read()
+    chars = sorted(list(set(text)))
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    encode = lambda s: [stoi[c] for c in s]
+    data = torch.tensor(encode(text), dtype=torch.long)
+    def get_batch():
+        ix = torch.randint(len(data) - 8, (4,))
+        return torch.stack([data[i:i+8] for i in ix]), torch.stack([data[i+1:i+8+1] for i in ix])
+    model = nn.Embedding(len(chars), len(chars))
+    opt = torch.optim.AdamW(model.parameters())
+    for _ in range(2):
+        xb, yb = get_batch()
+        logits = model(xb)
+        loss = F.cross_entropy(logits.view(-1, len(chars)), yb.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    """
+    script = tmp_path / "bigram.py"
+    script.write_text(textwrap.dedent(src))
+    cpu = one(src, str(script))
+    assert cpu.complete, cpu.unknowns
+    assert params(cpu) == 8 * 8
+    (gpu,) = estimate_source(textwrap.dedent(src), str(script), EstimateOptions(device="cuda"))
+    assert cpu.breakdown["other"] >= 40_000 * 8 > gpu.breakdown["other"]  # the 320,000-byte corpus: CPU only
+
+
+def test_a_dataset_class_of_the_script_and_next_iter() -> None:
+    src = """\
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import Dataset, DataLoader
+
+    class Windows(Dataset):
+        def __init__(self, n, block):
+            self.n, self.block = n, block
+        def __len__(self):
+            return self.n
+        def __getitem__(self, idx):
+            return torch.zeros(self.block, dtype=torch.long), torch.zeros(self.block, dtype=torch.long)
+
+    model = nn.Embedding(100, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    it = iter(DataLoader(Windows(1000, 32), batch_size=8))
+    for _ in range(2):
+        x, y = next(it)
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    """
+    report = one(src)
+    assert report.complete, report.unknowns
+    assert report.layers[0].output_shape == (8, 32, 16)
