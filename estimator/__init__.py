@@ -37,6 +37,8 @@ Interpreter.ops = ops  # type: ignore[assignment]  # the interpreter reads torch
 
 __all__ = ["GPUS", "EstimateOptions", "estimate", "estimate_source", "gpu_memory", "options_from_config"]
 
+# the estimate's work budget: a script that reads its corpus and configuration runs more statements than a model file
+ESTIMATE_STEPS = 500_000
 OPTIMIZER_NAMES = {"sgd": ("SGD", False), "sgd-momentum": ("SGD", True), "adam": ("Adam", False), "adamw": ("AdamW", False),
                    "rmsprop": ("RMSprop", False), "adagrad": ("Adagrad", False), "adam8bit": ("Adam", False)}
 
@@ -97,7 +99,8 @@ def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pro
 def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None,
                project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
-                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv)
+                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
+                     max_steps=ESTIMATE_STEPS)
     it.run()
     return it
 

@@ -44,7 +44,7 @@ from torch_preflight.estimator.values import (
     is_unknown,
 )
 
-MAX_STEPS = 500_000  # statements executed before giving up (keeps the editor fast)
+MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast); the estimate passes its own
 LONG_ITERABLE = 20_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
 # imported names from these packages are never looked for among the user's own modules
 LIBRARIES = {
@@ -105,7 +105,7 @@ class Interpreter:
 
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
-                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None) -> None:
+                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS) -> None:
         self.model = model
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
@@ -119,7 +119,7 @@ class Interpreter:
         self.force_autocast = force_autocast
         self.dtype_override = dtype
         self.globals = Scope(imports=model.imports, path=model.path)
-        self.steps_left = MAX_STEPS
+        self.steps_left = self.max_steps = max_steps
         self.grad_enabled = True
         self.autocast: str | None = force_autocast
         self.forward_depth = 0
@@ -224,7 +224,7 @@ class Interpreter:
             pass
         except Budget:
             self.problem("the file is too large to interpret fully")
-            self.steps_left = MAX_STEPS // 10  # enough to build the models the report names
+            self.steps_left = self.max_steps // 10  # enough to build the models the report names
 
     def construct_class(self, cls: ClassValue, line: int, col: int) -> Any:
         return self.call(cls, [], {}, None, line=line, col=col)
