@@ -22,6 +22,9 @@ OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad", "ada
 
 EXIT_OK, EXIT_OVER_BUDGET, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
 EPILOG = """\
+the script's own arguments: everything after `--` (torch-preflight estimate train.py -- --batch-size 64) is the
+command line its argparse parser or configurator reads; without it, every option has its default.
+
 exit status:
   0  every model's estimate is complete (and fits the budget, when one is given)
   1  a model does not fit the budget (its estimate, or the lower bound of an incomplete one, is over it)
@@ -46,8 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory", help="budget as a size, e.g. 24GiB")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="backend semantics to model (default cuda)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("script_args", nargs="*", metavar="-- ARGS",
-                        help="the script's own command-line arguments after `--` (read by its argparse parser or configurator)")
 
 
 def options_from_args(args: argparse.Namespace) -> EstimateOptions:
@@ -83,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"torch-preflight estimate: cannot read {path}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     where: Callable[[int], str] = lambda line: str(line + 1)  # noqa: E731
     if is_notebook_path(str(path)):
         notebook = parse_notebook(text)
         if isinstance(notebook, NotebookError):
             print(f"torch-preflight estimate: cannot read {path}: {notebook.message}", file=sys.stderr)
-            return 2
+            return EXIT_ERROR
         joined = join(notebook)
         text = joined.text
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         options = options_from_args(args)
     except ConfigError as exc:
         print(f"torch-preflight estimate: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     reports = estimate_source(text, str(path), options)
     if args.format == "json":
         print(json.dumps(to_json(reports, str(path), where), indent=2))
