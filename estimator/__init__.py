@@ -254,6 +254,9 @@ def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pr
     for mod, line, col, step in _targets(it, options):
         run = _run(it, mod, line, col, step, options)
         reports.append(_report(model, tree, run, options))
+    if not reports and it.out_of_budget:  # not "no model": the work budget ran out before the script built one
+        return [failed_report("the script is too long to interpret: the work budget ran out before a model was built",
+                              options.device)]
     return reports
 
 

@@ -45,6 +45,7 @@ from torch_preflight.estimator.values import (
 )
 
 MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast); the estimate passes its own
+FILE_LINES = 2_000  # `for line in f` reads a file of the project up to this many lines
 LONG_ITERABLE = 20_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
 # imported names from these packages are never looked for among the user's own modules
 LIBRARIES = {
@@ -120,6 +121,7 @@ class Interpreter:
         self.dtype_override = dtype
         self.globals = Scope(imports=model.imports, path=model.path)
         self.steps_left = self.max_steps = max_steps
+        self.out_of_budget = False
         self.grad_enabled = True
         self.autocast: str | None = force_autocast
         self.forward_depth = 0
@@ -223,6 +225,7 @@ class Interpreter:
         except _Return:
             pass
         except Budget:
+            self.out_of_budget = True
             self.problem("the file is too large to interpret fully")
             self.steps_left = self.max_steps // 10  # enough to build the models the report names
 
@@ -382,6 +385,11 @@ class Interpreter:
             return list(value.children.values())
         if isinstance(value, Module) and value.type == "ModuleDict":
             return list(value.children)
+        if isinstance(value, Obj) and value.type == "file":  # `for line in f:` over a short text file of the project
+            text = configs.read_text(value.attrs["path"], os.path.dirname(self.model.path), value.attrs.get("mode", "r"))
+            lines = text.splitlines(keepends=True) if isinstance(text, str) else None
+            if lines is not None and len(lines) <= FILE_LINES:
+                return lines  # a longer one (a corpus read word by word) would take the whole work budget: unknown
         if isinstance(value, Obj) and value.type == "parameters":
             return [p for _, p in value.attrs["module"].named_parameters()]
         if isinstance(value, Tensor):

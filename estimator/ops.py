@@ -344,7 +344,7 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
     if name == "globals":
         return it.module_vars()
-    if name == "open":
+    if name in ("open", "io.open", "builtins.open", "codecs.open"):
         mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
         return Obj("file", {"path": args[0], "mode": mode}) if args and isinstance(args[0], str) else UNKNOWN
     if name == "exec":
@@ -428,6 +428,35 @@ def lightning_fit(it: Interpreter, trainer: Obj, model: Module, args: list[Any],
     finally:
         it.autocast, it.grad_enabled = saved
     return None
+
+
+LIST_METHODS = {"append", "insert", "pop", "remove", "clear", "reverse", "index", "count", "copy"}
+DICT_METHODS = {"get", "setdefault", "pop", "popitem", "clear", "copy"}
+
+
+def container_method(it: Interpreter, obj: list[Any] | dict[Any, Any], name: str, args: list[Any], kwargs: dict[str, Any],
+                     node: ast.AST | None) -> Any:
+    """A list's or dict's method on the interpreter's values, as Python runs it; one it does not model is reported (a
+    mutation skipped in silence would leave a wrong value: `vocab.setdefault(word, len(vocab))` building a vocabulary)."""
+    if isinstance(obj, list) and name == "extend" and args:
+        obj.extend(it.iterate(args[0], node or ast.Pass()) or [])
+        return None
+    if isinstance(obj, dict):
+        visible = {k: v for k, v in obj.items() if k != "__class__"}  # an instance's __dict__ holds its class
+        if name == "items":
+            return Obj("items", {"items": list(visible.items())})
+        if name in ("keys", "values"):
+            return list(visible.keys() if name == "keys" else visible.values())
+        if name == "update" and (kwargs or (args and isinstance(args[0], dict))):
+            obj.update(*args[:1], **kwargs)
+            return None
+    if name in (LIST_METHODS if isinstance(obj, list) else DICT_METHODS) and not any(is_unknown(a) for a in args):
+        try:
+            return getattr(obj, name)(*args, **kwargs)
+        except (IndexError, KeyError, ValueError, TypeError):
+            return UNKNOWN
+    it.problem(f"{type(obj).__name__}.{name}() is not modelled", node)
+    return UNKNOWN
 
 
 def unknown_layer(it: Interpreter, kind: str, node: ast.AST | None, line: int, col: int) -> Module:
@@ -933,29 +962,8 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
                 if built.args.get("incomplete"):
                     me.attrs["incomplete"] = built.args["incomplete"]
         return None  # super().__init__()
-    if isinstance(obj, list):
-        if name == "append" and args:
-            obj.append(args[0])
-        elif name == "extend" and args:
-            obj.extend(it.iterate(args[0], node) or [])
-        elif name == "insert" and len(args) == 2:
-            obj.insert(args[0], args[1])
-        elif name == "pop":
-            return obj.pop() if obj else UNKNOWN
-        return None
-    if isinstance(obj, dict):
-        if name == "get":
-            return obj.get(args[0], args[1] if len(args) > 1 else None) if args else UNKNOWN
-        visible = {k: v for k, v in obj.items() if k != "__class__"}  # an instance's __dict__ holds its class
-        if name == "items":
-            return Obj("items", {"items": list(visible.items())})
-        if name in ("keys", "values"):
-            return list(visible.keys() if name == "keys" else visible.values())
-        if name == "update" and args and isinstance(args[0], dict):
-            obj.update(args[0])
-        if name == "update" and kwargs:
-            obj.update(kwargs)
-        return None
+    if isinstance(obj, (list, dict)):
+        return container_method(it, obj, name, args, kwargs, node)
     if isinstance(obj, set):
         plain = all(isinstance(a, (set, list, tuple, str, int, float)) for a in args)
         if name in ("add", "discard", "remove") and args and isinstance(args[0], (str, int, float, tuple)):

@@ -583,3 +583,30 @@ def test_a_dataset_class_of_the_script_and_next_iter() -> None:
     report = one(src)
     assert report.complete, report.unknowns
     assert report.layers[0].output_shape == (8, 32, 16)
+
+
+def test_a_short_text_file_read_line_by_line_and_a_long_one_left_unknown(tmp_path: Path) -> None:
+    src = """\
+    import torch
+    import torch.nn as nn
+    from io import open
+    vocab = {}
+    with open('words.txt', 'r', encoding='utf8') as f:
+        for line in f:
+            for word in line.split():
+                vocab.setdefault(word, len(vocab))
+    model = nn.Embedding(len(vocab), 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randint(0, 3, (4, 5))).sum().backward()
+        opt.step()
+    """
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(src))
+    (tmp_path / "words.txt").write_text("a b c\nb c\n")
+    short = one(src, str(script))
+    assert short.complete and params(short) == 3 * 8, short.unknowns
+    (tmp_path / "words.txt").write_text("a b c\n" * 5000)  # more lines than the estimate reads one by one
+    long = one(src, str(script))
+    assert not long.complete and long.unknowns  # the vocabulary is not read, and the estimate says so
