@@ -46,7 +46,7 @@ from torch_preflight.estimator.values import (
 
 MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast); the estimate passes its own
 FILE_LINES = 2_000  # `for line in f` reads a file of the project up to this many lines
-LONG_ITERABLE = 20_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
+LONG_ITERABLE = 100_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
 # imported names from these packages are never looked for among the user's own modules
 LIBRARIES = {
     "torch", "torchvision", "torchaudio", "torchtext", "numpy", "math", "os", "sys", "random", "dataclasses", "typing",
@@ -516,8 +516,11 @@ class Interpreter:
         finally:
             self.in_script = saved_script
         for name, value in body_scope.vars.items():
-            if isinstance(value, Function):
-                value.owner = cls
+            fn = value.attrs.get("fget") if isinstance(value, Obj) and value.type == "property" else value
+            if isinstance(fn, Function):
+                fn.owner = cls
+                if fn.env is body_scope:
+                    fn.env = scope  # as in Python, a method does not see the class body's names (`next` is the builtin)
             cls.attrs.setdefault(name, value)
         if scope.path == self.model.path:
             self.classes[node.name] = cls  # the file's own classes (the fallback models when nothing is trained)

@@ -94,16 +94,21 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
     getitem = cls.lookup("__getitem__") if isinstance(cls, ClassValue) else None
     if not isinstance(getitem, Function):
         return None
-    saved = it.grad_enabled
+    saved, before = it.grad_enabled, len(it.problems)
     it.grad_enabled = False  # building a sample records nothing
     try:
         sample = it.call(BoundMethod(getitem, ds), [0], {}, node)
     finally:
         it.grad_enabled = saved
     items = list(sample) if isinstance(sample, (tuple, list)) else [sample]
-    if not items or not all(isinstance(t, Tensor) for t in items):
+    if not items or not all(isinstance(t, Tensor) and all(isinstance(d, int) for d in t.shape) for t in items):
         it.problem(f"the samples of {ds.type} are not known tensors", node)
         return None
+    # every tensor it returns has a known shape and dtype: what it could not read inside was values, which a sample's
+    # memory does not depend on (a shape that depended on one would be unknown)
+    del it.problems[before:]
+    it.assume(f"{ds.type} samples: {', '.join('x'.join(map(str, t.shape)) or 'scalar' for t in items)}, as __getitem__(0) builds them",
+              getattr(node, "lineno", 1) - 1)
     return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items))
 
 
@@ -653,6 +658,8 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
     if short == "randint":
         size = kwargs.get("size", args[-1] if args else None)
         return new_tensor(it, ints([size]) if size is not None else None, dtype_of(kwargs.get("dtype")) or "int64", node)
+    if short == "randperm" and args and isinstance(args[0], int):
+        return Tensor((args[0],), dtype_of(kwargs.get("dtype")) or "int64", external=True)
     if short == "arange":
         nums = [a for a in args if isinstance(a, int)]
         n = len(range(*nums)) if nums else None
