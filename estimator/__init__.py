@@ -206,7 +206,12 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         workspace += CUBLASLT_WORKSPACE
     tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient,
                   batch=batch + workspace,
-                  grads_persist=persist, device=device, held=step.held if step is not None else None)
+                  grads_persist=persist, device=device, held=step.held if step is not None else None,
+                  grads_in_forward=it.zero_grad_after_forward)
+    if device == "cpu" and params + it.setup_bytes > tl.peak:
+        # on the CPU, a tensor the script builds while it sets up (a permutation of the whole dataset) can outweigh
+        # a small model's step: the peak is then there, with the parameters already built
+        tl = Timeline(params + it.setup_bytes, "setup", params, 0, 0, 0, it.setup_bytes)
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
     return _Run(it, mod, line, col, step, opt, tl, complete, b)

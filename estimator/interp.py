@@ -122,6 +122,7 @@ class Interpreter:
         self.globals = Scope(imports=model.imports, path=model.path)
         self.steps_left = self.max_steps = max_steps
         self.out_of_budget = False
+        self.setup_bytes = 0  # the largest tensor the script builds outside its steps (the CPU's peak may be there)
         self.grad_enabled = True
         self.autocast: str | None = force_autocast
         self.forward_depth = 0
@@ -131,6 +132,7 @@ class Interpreter:
         self.optimizers: list[Optimizer] = []
         self.zero_grad_set_to_none: bool | None = None
         self.zero_grad_seen = False
+        self.zero_grad_after_forward = False  # `loss = model(x); opt.zero_grad(); loss.backward()`: last step's grads live through forward
         self.checkpointed = False
         self.assumptions: list[tuple[str, int | None]] = []
         self.problems: list[tuple[str, int | None]] = []
@@ -919,6 +921,8 @@ class Interpreter:
         return results
 
     def subscript(self, value: Any, slice_node: ast.AST, scope: Scope, node: ast.AST) -> Any:
+        if isinstance(value, ParamValue):  # `self.logits[idx]`: indexing a parameter
+            value = self.param_tensor(value)
         if isinstance(value, Tensor):
             return self.tensor_index(value, slice_node, scope)
         key = self.eval(slice_node, scope)

@@ -237,7 +237,10 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
         return checkpoint(it, args, kwargs, node)
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
-        return torch_function(it, short, name, args, kwargs, node)
+        out = torch_function(it, short, name, args, kwargs, node)
+        if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:
+            it.setup_bytes = max(it.setup_bytes, out.nbytes)  # a tensor the script builds before its steps (a randperm)
+        return out
     if name in ("dataclasses.field", "field"):
         if "default" in kwargs:
             return Obj("field", {"default": kwargs["default"]})
@@ -984,6 +987,7 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
             it.zero_grad_seen = True
             stn = kwargs.get("set_to_none", args[0] if args else True)
             it.zero_grad_set_to_none = stn is not False
+            it.zero_grad_after_forward = it.recorder is not None
         return None
     if isinstance(obj, Obj) and obj.type == "GradScaler":
         return args[0] if name == "scale" and args else None
@@ -1020,6 +1024,7 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
         if name == "zero_grad":
             it.zero_grad_seen = True
             it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
+            it.zero_grad_after_forward = it.recorder is not None
         return mod
     if name in ("half", "bfloat16", "float", "double"):
         mod.set_dtype({"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}[name])

@@ -71,8 +71,10 @@ def simulate(
     grads_persist: bool,
     device: str,
     held: list[tuple[int, int]] | None = None,
+    grads_in_forward: bool = False,
 ) -> Timeline:
-    """`held`: forward outputs the script keeps in variables (storage id, bytes): live through backward and the step
+    """`grads_in_forward`: gradients are cleared between forward and backward, so the last step's live through forward.
+    `held`: forward outputs the script keeps in variables (storage id, bytes): live through backward and the step
     (and, in the steady state, through the next forward until it rebinds them), even after autograd frees them."""
     rnd = cuda_round if device == "cuda" else (lambda n: n)
     saved_ids = {sid for op in rec.ops for sid, _ in op.saved} if rec is not None else set()
@@ -102,7 +104,9 @@ def simulate(
             out = 0 if op.out_id in saved_so_far else rnd(op.out_bytes)
             transient = out + rnd(op.transient) - rnd(op.out_bytes)
             prev_out = 0 if prev is None or prev.out_id in saved_so_far else rnd(prev.out_bytes)
-            consider(base + act + transient + prev_out, "forward", best.gradients if grads_persist else 0, act, batch + transient + prev_out)
+            fwd_grads = grads if grads_in_forward and not grads_persist else 0  # cleared only after this forward
+            consider(base + fwd_grads + act + transient + prev_out, "forward", grads if grads_persist or grads_in_forward else 0, act,
+                     batch + transient + prev_out)
             prev = op
         # backward: free each saved tensor after the earliest op that holds it has run backward
         last_holder: dict[int, int] = {}

@@ -610,3 +610,32 @@ def test_a_short_text_file_read_line_by_line_and_a_long_one_left_unknown(tmp_pat
     (tmp_path / "words.txt").write_text("a b c\n" * 5000)  # more lines than the estimate reads one by one
     long = one(src, str(script))
     assert not long.complete and long.unknowns  # the vocabulary is not read, and the estimate says so
+
+
+ORDER = """\
+import torch
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+perm = torch.randperm(PERM).tolist()
+for _ in range(3):
+    x = torch.randn(4, 256)
+    ZERO_BEFORE
+    loss = model(x).sum()
+    ZERO_AFTER
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_gradients_cleared_after_forward_live_through_it_and_setup_tensors_count_on_cpu() -> None:
+    before = one(ORDER.replace("PERM", "10").replace("ZERO_BEFORE", "opt.zero_grad()").replace("ZERO_AFTER", "pass"))
+    after = one(ORDER.replace("PERM", "10").replace("ZERO_BEFORE", "pass").replace("ZERO_AFTER", "opt.zero_grad()"))
+    grads = (2 * (256 * 256 + 256)) * 4
+    assert before.complete and after.complete
+    assert after.peak_bytes >= before.peak_bytes and after.phase == "forward" and after.breakdown["gradients"] == grads
+    setup = one(ORDER.replace("PERM", "4_000_000").replace("ZERO_BEFORE", "opt.zero_grad()").replace("ZERO_AFTER", "pass"))
+    assert setup.phase == "setup" and setup.peak_bytes >= 4_000_000 * 8  # the permutation outweighs this small step
+    (gpu,) = estimate_source(ORDER.replace("PERM", "4_000_000").replace("ZERO_BEFORE", "opt.zero_grad()").replace("ZERO_AFTER", "pass"),
+                             "train.py", EstimateOptions(device="cuda"))
+    assert gpu.phase != "setup"  # a CPU tensor: not on the GPU

@@ -139,7 +139,8 @@ def to_json(reports: list[MemoryReport], path: str, where: Callable[[int], str] 
     return {"file": path, "models": models}
 
 
-PHASES = {"forward": "during forward", "backward": "during backward", "step": "during the optimizer step"}
+PHASES = {"forward": "during forward", "backward": "during backward", "step": "during the optimizer step",
+          "setup": "while the script sets up, before its training steps"}
 
 
 def peak_line(r: MemoryReport) -> str:
