@@ -9,6 +9,7 @@ is `argv`; without it, every option has its default, as when the script runs wit
 from __future__ import annotations
 
 import ast
+import os.path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +34,6 @@ class FileText(str):
 
 def project_path(path: str, base_dir: str) -> str:
     """A relative path as the script would open it: beside the script, else from the folder the estimate runs in."""
-    import os.path
-
     if os.path.isabs(path):
         return path
     beside = os.path.join(base_dir, path)
@@ -44,8 +43,6 @@ def project_path(path: str, base_dir: str) -> str:
 def read_text(path: str, base_dir: str, mode: Any = "r") -> Any:
     """`open(path, mode).read()` of a text file of the project: its content, as the script would read it (the
     estimator reads the user's files, never runs them); unknown for binary modes, missing or huge files."""
-    import os.path
-
     if not isinstance(mode, str) or "b" in mode or any(c in mode for c in "wax+"):
         return UNKNOWN
     full = project_path(path, base_dir)
@@ -202,8 +199,6 @@ def os_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -
     """`os.path.join` and friends on known strings; `os.path.exists` looks at the project's files (the estimate reads
     files as the script would from its own folder, never runs it); `os.environ.get(k, default)` is the default, as
     when the script runs with no such variable set (like argparse options without the command line)."""
-    import os.path
-
     if any(isinstance(a, (Unknown, Obj)) for a in args):
         return UNKNOWN
     if name in ("os.environ.get", "os.getenv"):
