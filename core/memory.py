@@ -1,7 +1,8 @@
 """Memory-report data types: what the VRAM estimator produces and rules/front ends read.
 
 Plain frozen dataclasses in the core layer, so that rules (which may not import the
-estimator) and the language server can consume a report. Lines and columns are 0-based.
+estimator) and the language server can consume a report. Lines and columns are 0-based here;
+`MemoryReport.to_json` gives them 1-based, as the CLI's other JSON (`check --format json`) does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class LayerEstimate:
     activation_bytes: int | None  # bytes autograd saves for this layer in one step; None when unknown
     output_shape: tuple[str | int, ...] | None = None
     file: str | None = None  # set when the layer is built in another file (a model class from the user's module): line/col are there
+    unknown: str | None = None  # why this layer's memory is not known (its size or its forward); None when it is
 
 
 @dataclass(frozen=True)
@@ -56,13 +58,29 @@ class MemoryReport:
     device: str = "cuda"
     model_col: int = 0
     overhead_bytes: int = 0  # what nvidia-smi shows on top of peak_bytes (CUDA context + allocator reserve)
+    # what could not be read (a layer, a value, a call, an internal error): when any, peak_bytes is only a lower bound
+    unknowns: tuple[Assumption, ...] = ()
+    phase: str = ""  # where the peak is: forward | backward | step
+    saved_activation_bytes: int | None = None  # all that forward saves for backward (the table's column summed)
+
+    @property
+    def unknown_layers(self) -> tuple[LayerEstimate, ...]:
+        return tuple(layer for layer in self.layers if layer.unknown)
 
     def to_json(self) -> dict[str, Any]:
+        """The report as JSON: lines and columns 1-based; `peak_is_lower_bound` when anything is unknown."""
         data = asdict(self)
+        data["model_line"] += 1
+        data["model_col"] += 1
         data["layers"] = [
-            {**layer, "output_shape": list(layer["output_shape"]) if layer["output_shape"] is not None else None}
+            {**layer, "line": layer["line"] + 1, "col": layer["col"] + 1,
+             "output_shape": list(layer["output_shape"]) if layer["output_shape"] is not None else None}
             for layer in data["layers"]
         ]
+        for item in (*data["assumptions"], *data["unknowns"]):
+            if item["line"] is not None:
+                item["line"] += 1
+        data["peak_is_lower_bound"] = not self.complete
         return data
 
 

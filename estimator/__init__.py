@@ -18,7 +18,8 @@ from torch_preflight.core.parse import parse
 from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
-from torch_preflight.estimator.interp import Interpreter, Recorder, StepRecord
+from torch_preflight.estimator import ops
+from torch_preflight.estimator.interp import Interpreter
 from torch_preflight.estimator.options import (
     ALLOCATOR_RESERVE,
     CUBLASLT_WORKSPACE,
@@ -28,11 +29,16 @@ from torch_preflight.estimator.options import (
     cublas_workspace,
     gpu_memory,
 )
+from torch_preflight.estimator.record import Recorder, StepRecord
 from torch_preflight.estimator.timeline import Timeline, cuda_round, optimizer_bytes, simulate
 from torch_preflight.estimator.values import ITEMSIZE, Module, Optimizer, Tensor
 
+Interpreter.ops = ops  # type: ignore[assignment]  # the interpreter reads torch's semantics from this registry
+
 __all__ = ["GPUS", "EstimateOptions", "estimate", "estimate_source", "gpu_memory", "options_from_config"]
 
+# the estimate's work budget: a script that reads its corpus and configuration runs more statements than a model file
+ESTIMATE_STEPS = 500_000
 OPTIMIZER_NAMES = {"sgd": ("SGD", False), "sgd-momentum": ("SGD", True), "adam": ("Adam", False), "adamw": ("AdamW", False),
                    "rmsprop": ("RMSprop", False), "adagrad": ("Adagrad", False), "adam8bit": ("Adam", False)}
 
@@ -76,8 +82,9 @@ def estimate_source(
         if project is None and os.path.isfile(path):
             project = Project().view()
         return estimate(model, model.tree, options or EstimateOptions(), project=project)
-    except Exception:
-        return []
+    except Exception as exc:  # a bug in the estimator: say so rather than "no model found"
+        text = f"internal error in estimator ({type(exc).__name__}: {str(exc)[:80]}); please report it"
+        return [failed_report(text, (options or EstimateOptions()).device)]
 
 
 def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, project: ProjectView | None = None) -> list[MemoryReport]:
@@ -86,13 +93,14 @@ def estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pro
     try:
         return _estimate(model, tree, options, project)
     except RecursionError:
-        return []
+        return [failed_report("the code is nested too deeply to read", options.device)]
 
 
 def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, batch: int | None = None, autocast: str | None = None,
                project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
-                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project)
+                     force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
+                     max_steps=ESTIMATE_STEPS)
     it.run()
     return it
 
@@ -198,7 +206,12 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         workspace += CUBLASLT_WORKSPACE
     tl = simulate(step.recorder if step else None, params=params, grads=grads, state=state, opt_transient=transient,
                   batch=batch + workspace,
-                  grads_persist=persist, device=device)
+                  grads_persist=persist, device=device, held=step.held if step is not None else None,
+                  grads_in_forward=it.zero_grad_after_forward)
+    if device == "cpu" and params + it.setup_bytes > tl.peak:
+        # on the CPU, a tensor the script builds while it sets up (a permutation of the whole dataset) can outweigh
+        # a small model's step: the peak is then there, with the parameters already built
+        tl = Timeline(params + it.setup_bytes, "setup", params, 0, 0, 0, it.setup_bytes)
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
     return _Run(it, mod, line, col, step, opt, tl, complete, b)
@@ -246,6 +259,9 @@ def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pr
     for mod, line, col, step in _targets(it, options):
         run = _run(it, mod, line, col, step, options)
         reports.append(_report(model, tree, run, options))
+    if not reports and it.out_of_budget:  # not "no model": the work budget ran out before the script built one
+        return [failed_report("the script is too long to interpret: the work budget ran out before a model was built",
+                              options.device)]
     return reports
 
 
@@ -266,9 +282,14 @@ def _layers(mod: Module, has_step: bool, device: str) -> tuple[LayerEstimate, ..
             continue
         itemsize = ITEMSIZE.get(m.dtype, 4)
         pbytes = sum(rnd(s * itemsize) for s in m.own_param_sizes())
-        rows.append(LayerEstimate(name or "(model)", m.type, m.line, m.col, own, pbytes,
-                                  m.saved_bytes if has_step else None, tuple(m.output_shape) if m.output_shape is not None else None,
-                                  m.file or None))
+        unknown = m.args.get("incomplete") if m.catalog else None
+        # "(model)": the model's own row, parameters it holds itself and what the ops written in its forward() save
+        # (the same key as `measure`'s rows; the text output labels it with the class name)
+        label = name or "(model)"
+        rows.append(LayerEstimate(label, m.type, m.line, m.col, own, pbytes,
+                                  m.saved_bytes if has_step and not unknown else None,
+                                  tuple(m.output_shape) if m.output_shape is not None else None,
+                                  m.file or None, str(unknown) if unknown else None))
     return tuple(rows)
 
 
@@ -289,8 +310,6 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         assumptions.append(Assumption("zero_grad(set_to_none=False): gradients stay allocated through the step", None))
     else:
         assumptions.append(Assumption("gradients are freed by zero_grad() (set_to_none=True) before forward", None))
-    if run.step is None:
-        assumptions.append(Assumption("no training step or input shape found: activations unknown (pass --input-shape)", None))
     if mod.dtype != "float32":
         assumptions.append(Assumption(f"parameters in {mod.dtype}", None))
     if options.device == "cuda" and run.step is not None and _uses_cublas(mod):
@@ -301,12 +320,12 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         assumptions.append(Assumption(f"cuBLASLt workspace: {CUBLASLT_WORKSPACE / 2**20:g} MiB (a Linear with a bias), counted in other", None))
     if options.device == "cuda" and run.step is not None:
         assumptions.extend(Assumption(text, None) for text in _cudnn_caveats(mod))
-    for text, line in it.problems:
-        assumptions.append(Assumption(f"could not read: {text}" + (f" ({path}:{line + 1})" if line is not None else ""), line))
+    unknowns = _unknowns(run, path)
     breakdown = {"parameters": tl.parameters, "gradients": tl.gradients, "optimizer_state": tl.optimizer_state,
                  "activations": tl.activations, "other": tl.other}
     budget = options.budget
-    fits = None if budget is None else tl.peak <= budget
+    # a lower bound over the budget does not fit; one under it says nothing
+    fits = None if budget is None else (tl.peak <= budget if run.complete else (False if tl.peak > budget else None))
     suggestions: tuple[Suggestion, ...] = ()
     max_batch = None
     if budget is not None and options.remedies and run.step is not None:
@@ -316,9 +335,32 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
     return MemoryReport(
         model=mod.type, model_line=run.line, peak_bytes=tl.peak, breakdown=breakdown,
         layers=_layers(mod, run.step is not None, options.device), assumptions=tuple(assumptions), suggestions=suggestions,
-        complete=run.complete, budget_bytes=budget, fits=fits, max_batch_size=max_batch, device=options.device,
-        model_col=run.col, overhead_bytes=overhead,
+        complete=run.complete and not unknowns, budget_bytes=budget, fits=fits, max_batch_size=max_batch if run.complete else None,
+        device=options.device, model_col=run.col, overhead_bytes=overhead, unknowns=unknowns, phase=tl.phase,
+        saved_activation_bytes=sum(m.saved_bytes for m in mod.modules()) if run.step is not None else None,
     )
+
+
+def _unknowns(run: _Run, path: str) -> tuple[Assumption, ...]:
+    """What the estimate could not read, each once: the training step, then what the interpreter met."""
+    out: list[Assumption] = []
+    if run.step is None:
+        out.append(Assumption("activations: no training step or input shape found (pass --input-shape)", None))
+    for text, line in run.it.problems:
+        out.append(Assumption(text + (f" ({path}:{line + 1})" if line is not None else ""), line))
+    for m in run.module.modules():
+        reason = m.args.get("incomplete") if m.catalog else None
+        if reason and not any(str(reason) in a.text for a in out):
+            out.append(Assumption(f"{m.type}: {reason}", m.line if not m.file else None))
+    return tuple(out)
+
+
+def failed_report(text: str, device: str = "cuda") -> MemoryReport:
+    """The report of an estimate that failed as a whole: nothing known, and why."""
+    return MemoryReport(model="(not estimated)", model_line=0, peak_bytes=0,
+                        breakdown=dict.fromkeys(("parameters", "gradients", "optimizer_state", "activations", "other"), 0),
+                        layers=(), assumptions=(), suggestions=(), complete=False, device=device,
+                        unknowns=(Assumption(text, None),))
 
 
 def _rerun(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOptions, **changes: object) -> _Run | None:

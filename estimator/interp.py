@@ -11,14 +11,18 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from torch_preflight.core.names import ImportMap, dotted
+from torch_preflight.core.parse import parse
 from torch_preflight.core.project import ProjectView
-from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.estimator import catalog
+from torch_preflight.core.semantic import ModuleModel, build
+from torch_preflight.core.source import SourceText
+from torch_preflight.estimator import architectures, catalog, configs
+from torch_preflight.estimator.record import Op, Ops, Recorder, StepRecord, broadcast, dims_of, norm_dim, promote
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     UNKNOWN,
@@ -40,7 +44,9 @@ from torch_preflight.estimator.values import (
     is_unknown,
 )
 
-MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast)
+MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast); the estimate passes its own
+FILE_LINES = 2_000  # `for line in f` reads a file of the project up to this many lines
+LONG_ITERABLE = 100_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
 # imported names from these packages are never looked for among the user's own modules
 LIBRARIES = {
     "torch", "torchvision", "torchaudio", "torchtext", "numpy", "math", "os", "sys", "random", "dataclasses", "typing",
@@ -87,42 +93,6 @@ class Scope:
 
 
 @dataclass
-class Op:
-    layer: str  # the module the op is attributed to
-    saved: list[tuple[int, int]]  # (storage id, bytes) this op keeps for backward
-    out_bytes: int  # its output (the gradient flowing back has this size)
-    in_grad_bytes: int  # gradients it produces for its inputs
-    params: list[tuple[int, int]]  # (param key, grad bytes) of parameters it uses
-    transient: int = 0  # unsaved bytes live while it runs in forward (its output, extra buffers)
-    recompute: int = 0  # activation checkpointing: bytes re-saved when its backward recomputes
-    backward_transient: int = 0  # workspace its backward holds besides the incoming and produced grads
-    cast_grad_bytes: int = 0  # grads of autocast weight casts it produces (converted to .grad after its backward)
-    out_id: int = 0  # storage id of its output
-    in_grads: list[tuple[int, int]] = field(default_factory=list)  # (storage id, bytes) of the inputs it produces grads for
-
-
-@dataclass
-class Recorder:
-    ops: list[Op] = field(default_factory=list)
-    saved: dict[int, tuple[int, str]] = field(default_factory=dict)  # storage id -> (bytes, first layer)
-    stack: list[Module] = field(default_factory=list)
-    models: list[Module] = field(default_factory=list)
-    weight_casts: dict[int, Tensor] = field(default_factory=dict)
-    autocast: str | None = None
-    batch: list[Tensor] = field(default_factory=list)
-    cublaslt: bool = False  # a GEMM of the step took cuBLASLt (addmm with a bias): its workspace is allocated
-
-
-@dataclass
-class StepRecord:
-    recorder: Recorder
-    loss: Tensor | None
-    line: int
-    autocast: str | None
-    batch: list[Tensor] = field(default_factory=list)
-
-
-@dataclass
 class Instance:
     module: Module
     line: int
@@ -131,10 +101,14 @@ class Instance:
 
 
 class Interpreter:
+    # what torch calls do: estimator.ops, a registry this class reads and never imports (the estimator package sets it)
+    ops: Ops
+
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
-                 project: ProjectView | None = None, max_steps: int = MAX_STEPS) -> None:
+                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS) -> None:
         self.model = model
+        self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
         self.user_values: dict[tuple[str, str], Any] = {}
@@ -146,7 +120,9 @@ class Interpreter:
         self.force_autocast = force_autocast
         self.dtype_override = dtype
         self.globals = Scope(imports=model.imports, path=model.path)
-        self.steps_left = max_steps  # statements and loop iterations left; past them: Budget
+        self.steps_left = self.max_steps = max_steps
+        self.out_of_budget = False
+        self.setup_bytes = 0  # the largest tensor the script builds outside its steps (the CPU's peak may be there)
         self.grad_enabled = True
         self.autocast: str | None = force_autocast
         self.forward_depth = 0
@@ -156,10 +132,12 @@ class Interpreter:
         self.optimizers: list[Optimizer] = []
         self.zero_grad_set_to_none: bool | None = None
         self.zero_grad_seen = False
+        self.zero_grad_after_forward = False  # `loss = model(x); opt.zero_grad(); loss.backward()`: last step's grads live through forward
         self.checkpointed = False
         self.assumptions: list[tuple[str, int | None]] = []
         self.problems: list[tuple[str, int | None]] = []
         self.batch_sizes: list[tuple[int, int]] = []  # (value, line)
+        self.decisions: dict[str, bool] = {}  # a condition that is not known -> the value it was taken to have
         self.line = 0
         self.in_script = 0  # > 0 while running script code (not model code)
         self.classes: dict[str, ClassValue] = {}
@@ -171,6 +149,27 @@ class Interpreter:
         self.fwd_guessed = False  # the running top-level forward's input shape rests on a guess
         self.mstack: list[Module] = []  # modules whose forward is running, outermost first
         self.cur_node: ast.AST | None = None  # the call being evaluated
+        self.scope: Scope = self.globals  # the scope of the running statement
+
+    def held_outputs(self, rec: Recorder, loss: Tensor) -> list[tuple[int, int]]:
+        """Forward outputs the running code still holds in its variables when backward() runs (`logits, loss =
+        model(x, y)`): autograd frees its saved tensors, but these stay allocated through backward and the step."""
+        produced = {op.out_id for op in rec.ops}
+        batch = {t.storage.id for t in rec.batch if t.storage is not None}
+        held: dict[int, int] = {}
+        scope: Scope | None = self.scope
+        while scope is not None:
+            for value in scope.vars.values():
+                for t in value if isinstance(value, (tuple, list)) and len(value) <= 64 else (value,):
+                    if not isinstance(t, Tensor) or t.storage is None or t.storage is loss.storage:
+                        continue
+                    if t.storage.id in produced:
+                        held[t.storage.id] = t.storage.nbytes
+                    elif self.device == "cpu" and t.external and not t.host and not t.is_param and t.storage.id not in batch:
+                        # a tensor the script keeps in CPU memory (a whole tokenized corpus): the CPU's peak holds it
+                        held[t.storage.id] = t.storage.nbytes
+            scope = scope.parent
+        return list(held.items())
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def problem(self, text: str, node: ast.AST | None = None) -> None:
@@ -195,7 +194,22 @@ class Interpreter:
         finally:
             self.guessing -= 1
 
-    def assume(self, text: str, line: int | None) -> None:
+    def decide(self, test: ast.expr) -> bool:
+        """The branch to take on a condition that is not known: the first, unless the same condition (or its
+        negation) was decided before, so that `if not self.flash:` in __init__ and `if self.flash:` in forward
+        agree on what `self.flash` is."""
+        negated = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, not negated
+        key = ast.unparse(test)
+        value = self.decisions.setdefault(key, not negated)
+        return value != negated
+
+    def assume(self, text: str, line: int | None, path: str | None = None) -> None:
+        """A value the estimate rests on, read at `line` of `path` (default: the running file)."""
+        path = path or self.cur_path
+        if line is not None and path != self.model.path:  # another module's line: name the file in the text
+            text, line = f"{text} from {path.rsplit('/', 1)[-1]}:{line + 1}", None
         if (text, line) not in self.assumptions:
             self.assumptions.append((text, line))
 
@@ -213,7 +227,9 @@ class Interpreter:
         except _Return:
             pass
         except Budget:
+            self.out_of_budget = True
             self.problem("the file is too large to interpret fully")
+            self.steps_left = self.max_steps // 10  # enough to build the models the report names
 
     def construct_class(self, cls: ClassValue, line: int, col: int) -> Any:
         return self.call(cls, [], {}, None, line=line, col=col)
@@ -226,14 +242,16 @@ class Interpreter:
     def exec_stmt(self, node: ast.stmt, scope: Scope) -> None:
         self.tick()
         self.line = node.lineno - 1
+        self.scope = scope
         try:
             self._exec_stmt(node, scope)
         except (_Return, _Break, _Continue, Budget):
             raise
         except RecursionError:
             raise Budget from None
-        except Exception as exc:  # a construct the interpreter does not model: note it and go on
-            self.problem(f"could not read `{ast.unparse(node).splitlines()[0][:60]}` ({type(exc).__name__})", node)
+        except Exception as exc:  # a bug or a gap in the interpreter: say so, and go on with the next statement
+            self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
+                         f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
 
     def _exec_stmt(self, node: ast.stmt, scope: Scope) -> None:
         if isinstance(node, ast.Expr):
@@ -255,7 +273,10 @@ class Interpreter:
                 name = self.qualify(dec, scope)
                 if name in ("property", "functools.cached_property"):
                     fn = Obj("property", {"fget": fn})
-                elif name in ("staticmethod", "classmethod", "torch.no_grad", "torch.inference_mode", "functools.wraps"):
+                elif isinstance(fn, Function) and {name, self.qualify(dec.func, scope) if isinstance(dec, ast.Call) else None} & {
+                        "torch.no_grad", "torch.inference_mode"}:
+                    fn.no_grad = True  # runs without recording: an evaluation helper
+                elif name in ("staticmethod", "classmethod", "functools.wraps"):
                     continue
             scope.vars[node.name] = fn
         elif isinstance(node, ast.ClassDef):
@@ -268,8 +289,10 @@ class Interpreter:
                 if self.in_script:
                     self.guessed_block(node.body, scope)  # script code: take the main branch
                 else:
-                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its first branch", node)
-                    self.guessed_block(node.body, scope)
+                    taken = self.decide(node.test)
+                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
+                                 f"{'first' if taken else 'second'} branch", node)
+                    self.guessed_block(node.body if taken else node.orelse, scope)
             elif cond:
                 self.exec_block(node.body, scope)
             else:
@@ -292,10 +315,19 @@ class Interpreter:
             self.exec_block(node.body, scope)
             self.exec_block(node.orelse, scope)
             self.exec_block(node.finalbody, scope)
+        elif isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            self.import_star(node, scope)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
-                scope.vars[local] = Qualified((scope.imports or self.model.imports).resolve(local) or local)
+                # the import map knows the file's own imports; an exec'd file's are read from the statement
+                if isinstance(node, ast.Import):
+                    here = alias.name if alias.asname else local
+                elif node.module and not node.level:
+                    here = f"{node.module}.{alias.name}"
+                else:  # a relative import: the import map knows the package
+                    here = (scope.imports or self.model.imports).resolve(local) or local
+                scope.vars[local] = Qualified(here)
         elif isinstance(node, ast.Break):
             raise _Break
         elif isinstance(node, ast.Continue):
@@ -314,9 +346,12 @@ class Interpreter:
         items = self.iterate(iterable, node)
         if items is None:
             return
+        # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
+        # runs through (a configurator reading sys.argv, a list of layer sizes)
+        every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
         for index, item in enumerate(items):
-            if self.in_script and self.forward_depth == 0 and index >= 1:
-                break  # script loops: one pass is one training step
+            if self.in_script and self.forward_depth == 0 and index >= 1 and not every:
+                break
             self.tick()
             self.assign(node.target, item, scope, node)
             try:
@@ -336,7 +371,9 @@ class Interpreter:
         if isinstance(value, (list, tuple)):
             return list(value)
         if isinstance(value, dict):
-            return list(value)
+            return [k for k in value if k != "__class__"]  # an instance's __dict__ holds its class for the interpreter
+        if isinstance(value, (set, frozenset)):
+            return sorted(value, key=repr)
         if isinstance(value, str):
             return list(value)
         if isinstance(value, Obj) and value.type in ("enumerate", "zip"):
@@ -350,8 +387,19 @@ class Interpreter:
             return list(value.children.values())
         if isinstance(value, Module) and value.type == "ModuleDict":
             return list(value.children)
+        if isinstance(value, Obj) and value.type == "file":  # `for line in f:` over a short text file of the project
+            text = configs.read_text(value.attrs["path"], os.path.dirname(self.model.path), value.attrs.get("mode", "r"))
+            lines = text.splitlines(keepends=True) if isinstance(text, str) else None
+            if lines is not None and len(lines) <= FILE_LINES:
+                return lines  # a longer one (a corpus read word by word) would take the whole work budget: unknown
+        if isinstance(value, Obj) and value.type == "parameters":
+            return [p for _, p in value.attrs["module"].named_parameters()]
         if isinstance(value, Tensor):
-            return [value.view(value.shape[1:])] if value.shape else None
+            if not value.shape:
+                return None
+            # a tensor iterates over its first dimension: as many items as it has rows (a batch of indices)
+            count = value.shape[0] if self.forward_depth == 0 and isinstance(value.shape[0], int) and value.shape[0] <= 4096 else 1
+            return [value.view(value.shape[1:]) for _ in range(count)]
         if self.in_script:
             return [UNKNOWN]
         self.problem(f"cannot iterate `{ast.unparse(getattr(node, 'iter', node))[:40]}`", node)
@@ -452,7 +500,9 @@ class Interpreter:
         bases = tuple(self.user_value(b.name) or b if isinstance(b, Qualified) else b for b in bases)
         is_module = any(
             (isinstance(b, Qualified) and b.name in ("torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
-                                                      "lightning.LightningModule", "lightning.pytorch.LightningModule"))
+                                                      "lightning.LightningModule", "lightning.pytorch.LightningModule",
+                                                      "torch.nn.Sequential", "torch.nn.modules.container.Sequential"))
+            or (isinstance(b, Qualified) and b.name.startswith("torch.nn.") and b.name.rsplit(".", 1)[-1] in catalog.SIGNATURES)
             or (isinstance(b, ClassValue) and b.is_module)
             for b in bases
         )
@@ -476,8 +526,11 @@ class Interpreter:
         finally:
             self.in_script = saved_script
         for name, value in body_scope.vars.items():
-            if isinstance(value, Function):
-                value.owner = cls
+            fn = value.attrs.get("fget") if isinstance(value, Obj) and value.type == "property" else value
+            if isinstance(fn, Function):
+                fn.owner = cls
+                if fn.env is body_scope:
+                    fn.env = scope  # as in Python, a method does not see the class body's names (`next` is the builtin)
             cls.attrs.setdefault(name, value)
         if scope.path == self.model.path:
             self.classes[node.name] = cls  # the file's own classes (the fallback models when nothing is trained)
@@ -537,6 +590,12 @@ class Interpreter:
 
     # ---- functions -----------------------------------------------------------------------------
     def call_function(self, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if fn.no_grad and self.grad_enabled:
+            self.grad_enabled = False
+            try:
+                return self.call_function(fn, args, kwargs)
+            finally:
+                self.grad_enabled = True
         path = getattr(fn.env, "path", "") or self.cur_path
         if path == self.cur_path:
             return self._call_function(fn, args, kwargs)
@@ -593,7 +652,8 @@ class Interpreter:
         that module's top level binds to the name, its top level run once, like an import; None when
         the name is not one of the project's modules (libraries, unresolved imports)."""
         module, _, name = qualified.rpartition(".")
-        if self.project is None or not module or module.split(".")[0] in LIBRARIES or module.startswith("."):
+        module = module.lstrip(".")  # a relative import (`from .parts import Down`): looked for beside the importer, then above
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
             return None
         key = (self.cur_path, qualified)
         if key in self.user_values:
@@ -615,6 +675,62 @@ class Interpreter:
                     self.cur_path = saved
         self.user_values[key] = value
         return value
+
+    def library_value(self, qualified: str) -> Any:
+        """A model function or class of a library (`torchvision.models.resnet50`) from the bundled catalog of common
+        architectures (estimator.architectures), read like a user module; None when the catalog does not hold it."""
+        found = architectures.library_source(qualified)
+        if found is None:
+            return None
+        module, name = found
+        path = f"<{module}>"
+        if path not in self.user_modules:
+            source = SourceText(architectures.source(module))
+            self.load_module(build(parse(source).tree, source, path), module)
+        scope = self.user_modules.get(path)
+        self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
+        return scope.vars.get(name) if scope is not None else None
+
+    def import_star(self, node: ast.ImportFrom, scope: Scope) -> None:
+        """`from models import *` / `from .parts import *` of the user's own module: its public names (or its
+        `__all__`), its top level run once; a library's star import binds nothing the estimate can use."""
+        module = (node.module or "").lstrip(".")
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
+            return
+        try:
+            model = self.project.project.module(self.cur_path, module, self.project.used)
+        except Exception:  # the project lookup is best effort
+            model = None
+        other = self.load_module(model, module) if model is not None and model.tree is not None and model.path != self.model.path else None
+        if other is None:
+            self.problem(f"`from {'.' * node.level}{node.module or ''} import *`: the module was not found", node)
+            return
+        names = other.vars.get("__all__")
+        public = [n for n in names if isinstance(n, str)] if isinstance(names, list) else [n for n in other.vars if not n.startswith("_")]
+        for name in public:
+            if name in other.vars:
+                scope.vars[name] = other.vars[name]
+
+    def module_vars(self) -> dict[str, Any]:
+        """`globals()`: the running module's variables, live (a configurator assigns through it)."""
+        scope = self.user_modules.get(self.cur_path) if self.cur_path != self.model.path else None
+        return (scope or self.globals).vars
+
+    def exec_file(self, path: str, node: ast.AST | None) -> None:
+        """`exec(open(path).read())`: read that file of the project and run it in the script's globals (a
+        configurator); lines in it are reported as that file's."""
+        full = configs.project_path(path, os.path.dirname(self.model.path))
+        try:
+            with open(full, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), full)
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            self.problem(f"exec() of `{path}`, which could not be read", node)
+            return
+        saved, self.cur_path = self.cur_path, full
+        try:
+            self.exec_block(tree.body, self.globals)
+        finally:
+            self.cur_path = saved
 
     def foreign_file(self) -> str:
         """The running file when it is one of the user's other modules, else ""."""
@@ -697,6 +813,13 @@ class Interpreter:
             left = self.eval(node.left, scope)
             for op, comp in zip(node.ops, node.comparators, strict=False):
                 right = self.eval(comp, scope)
+                if isinstance(op, (ast.Is, ast.IsNot)) and (isinstance(left, Tensor) or isinstance(right, Tensor)):
+                    if is_unknown(left) or is_unknown(right):
+                        return UNKNOWN
+                    if not COMPARE[type(op)](left, right):
+                        return False  # `targets is not None`: identity, not an elementwise comparison
+                    left = right
+                    continue
                 if isinstance(left, Tensor) or isinstance(right, Tensor):
                     t = left if isinstance(left, Tensor) else right
                     return Tensor(t.shape, "bool")
@@ -732,17 +855,22 @@ class Interpreter:
         if isinstance(node, ast.Dict):
             return {self.eval(k, scope): self.eval(v, scope) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
         if isinstance(node, ast.Set):
-            return UNKNOWN
+            elements = [self.eval(e, scope) for e in node.elts]
+            return set(elements) if all(isinstance(e, (str, int, float, bool, tuple)) for e in elements) else UNKNOWN
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self.comprehension(node, scope)
         if isinstance(node, ast.DictComp):
-            return UNKNOWN
+            pairs = self.comprehension(ast.ListComp(ast.Tuple([node.key, node.value], ast.Load()), node.generators), scope)
+            return {k: v for k, v in pairs if not is_unknown(k)} if all(isinstance(p, tuple) for p in pairs) else UNKNOWN
+        if isinstance(node, ast.Slice):
+            parts = [self.eval(p, scope) if p is not None else None for p in (node.lower, node.upper, node.step)]
+            return slice(*parts) if all(p is None or isinstance(p, int) for p in parts) else UNKNOWN
         if isinstance(node, ast.Subscript):
             return self.subscript(self.eval(node.value, scope), node.slice, scope, node)
         if isinstance(node, ast.Lambda):
             return Function(node, scope)
         if isinstance(node, ast.JoinedStr):
-            return "<str>"
+            return self.fstring(node, scope)
         if isinstance(node, ast.Starred):
             return self.eval(node.value, scope)
         if isinstance(node, ast.NamedExpr):
@@ -750,6 +878,27 @@ class Interpreter:
             self.assign(node.target, value, scope, node)
             return value
         return UNKNOWN
+
+    def fstring(self, node: ast.JoinedStr, scope: Scope) -> str:
+        """An f-string of known plain values is that string; otherwise an opaque "<str>"."""
+        parts: list[str] = []
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts.append(value.value)
+                continue
+            if not isinstance(value, ast.FormattedValue):
+                return "<str>"
+            v = self.eval(value.value, scope)
+            spec = self.fstring(value.format_spec, scope) if isinstance(value.format_spec, ast.JoinedStr) else ""
+            if not isinstance(v, (str, int, float, bool)) or spec == "<str>":
+                return "<str>"
+            try:
+                convert: dict[int, Any] = {115: str, 114: repr, 97: ascii}
+                shown = convert[value.conversion](v) if value.conversion in convert else v
+                parts.append(format(shown, spec))
+            except (ValueError, TypeError):
+                return "<str>"
+        return "".join(parts)
 
     def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp, scope: Scope) -> list[Any]:
         results: list[Any] = []
@@ -760,6 +909,10 @@ class Interpreter:
                 return
             gen = node.generators[i]
             items = self.iterate(self.eval(gen.iter, inner), gen.iter)
+            if items is not None and len(items) > LONG_ITERABLE and len(node.generators) == 1 and not gen.ifs:
+                # `[stoi[c] for c in text]` over a whole corpus: as many values as items, their values not read
+                results.extend([UNKNOWN] * len(items))
+                return
             for item in items or []:
                 self.tick()
                 s = Scope(inner)
@@ -776,6 +929,8 @@ class Interpreter:
         return results
 
     def subscript(self, value: Any, slice_node: ast.AST, scope: Scope, node: ast.AST) -> Any:
+        if isinstance(value, ParamValue):  # `self.logits[idx]`: indexing a parameter
+            value = self.param_tensor(value)
         if isinstance(value, Tensor):
             return self.tensor_index(value, slice_node, scope)
         key = self.eval(slice_node, scope)
@@ -816,7 +971,16 @@ class Interpreter:
 
     def getattr(self, base: Any, name: str, node: ast.AST) -> Any:
         if isinstance(base, Qualified):
+            if base.name == "sys" and name == "argv":
+                return [self.model.path, *(self.argv or [])]
+            user = (self.user_value(base.name) or self.library_value(base.name)) if "." in base.name else None
+            if user is not None and not isinstance(user, Qualified):  # `GPT.get_default_config` of an imported class
+                return self.getattr(user, name, node)
             return Qualified(f"{base.name}.{name}")
+        if isinstance(base, configs.Parser):
+            return MethodRef(base, name)
+        if name == "__dict__" and isinstance(base, (Obj, Module)):
+            return base.attrs  # live: `self.__dict__.update(kwargs)` sets attributes
         if isinstance(base, Module):
             if name in base.children:
                 return base.children[name]
@@ -870,7 +1034,7 @@ class Interpreter:
             if name == "data":
                 return base
             return MethodRef(base, name)
-        if isinstance(base, (list, dict, str, Optimizer, Loader, Dataset, int, float, tuple)):
+        if isinstance(base, (list, dict, str, Optimizer, Loader, Dataset, int, float, tuple, set)):
             return MethodRef(base, name)
         return Unknown(f"attribute `{name}`")
 
@@ -941,8 +1105,7 @@ class Interpreter:
         return out
 
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int = 0, col: int = 0) -> Any:
-        from torch_preflight.estimator import ops
-
+        ops = self.ops
         if isinstance(func, ClassValue):
             return self.instantiate(func, args, kwargs, line, col)
         if isinstance(func, Function):
@@ -955,6 +1118,8 @@ class Interpreter:
             return self.call_module(func, args, kwargs, node)
         if isinstance(func, Qualified):
             user = self.user_value(func.name)
+            if user is None:
+                user = self.library_value(func.name)
             if user is not None and not isinstance(user, Qualified):
                 return self.call(user, args, kwargs, node, line, col)
             return ops.call_qualified(self, func.name, args, kwargs, node, line, col)
@@ -967,8 +1132,7 @@ class Interpreter:
         return UNKNOWN
 
     def call_module(self, mod: Module, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
-        from torch_preflight.estimator import ops
-
+        ops = self.ops
         started = False
         if self.forward_depth == 0 and self.grad_enabled and self.recorder is None and mod.type not in catalog.LOSSES:
             self.recorder = Recorder(autocast=self.autocast)
@@ -995,7 +1159,11 @@ class Interpreter:
                 out = ops.catalog_forward(self, mod, args, kwargs, node)
             else:
                 forward = mod.cls.lookup("forward") if mod.cls is not None else None
-                if not isinstance(forward, Function):
+                if not isinstance(forward, Function) and ops.container_base(mod) == "Sequential":
+                    out = args[0] if args else UNKNOWN
+                    for child in mod.children.values():
+                        out = self.call_module(child, [out], {}, node)
+                elif not isinstance(forward, Function):
                     self.problem(f"`{mod.type}` has no readable forward()", node)
                     out = UNKNOWN
                 else:
@@ -1032,7 +1200,10 @@ class Interpreter:
 
     def loader_batch(self, loader: Loader, node: ast.AST) -> Any:
         b = loader.batch_size
-        self.assume(f"batch_size={b}", loader.line)
+        if self.batch_override:
+            self.assume(f"batch_size={b} (--batch-size)", None)
+        elif loader.batch_known:  # an unknown batch size is reported as unknown where the loader is built
+            self.assume(f"batch_size={b}", loader.line, loader.file)
         if self.input_shape is not None:
             return (Tensor((b, *self.input_shape), external=True), Tensor((b,), "int64", external=True))
         if loader.dataset is None:
@@ -1182,7 +1353,12 @@ class Interpreter:
                 hi = self.eval(item.upper, scope) if item.upper else None
                 st = self.eval(item.step, scope) if item.step else None
                 if any(is_unknown(v) or isinstance(v, Tensor) for v in (lo, hi, st)):
-                    return UNKNOWN
+                    width = _offset_width(item, lambda e: self.eval(e, scope))
+                    if width is None or st is not None:
+                        return UNKNOWN
+                    out.append(min(width, shape[dim]))  # x[i:i + k]: k wide, wherever i is (a window of a sequence)
+                    dim += 1
+                    continue
                 out.append(len(range(*slice(lo, hi, st).indices(shape[dim]))))
                 dim += 1
                 continue
@@ -1205,12 +1381,10 @@ class Interpreter:
 
 
 def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> Any:
-    from torch_preflight.estimator.ops import _dims, norm_dim
-
     shape = list(t.shape)
     n = len(shape)
     if name in ("view", "reshape"):
-        dims = _dims(list(args)) if args else list(kwargs.get("shape", ()))
+        dims = dims_of(list(args)) if args else list(kwargs.get("shape", ()))
         if any(not isinstance(d, int) for d in dims):
             return UNKNOWN
         raw = list(dims)
@@ -1230,11 +1404,11 @@ def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> A
         other = args[0] if args else None
         return t.view(other.shape, contiguous=name != "expand_as") if isinstance(other, Tensor) else UNKNOWN
     if name == "expand":
-        dims = _dims(list(args))
+        dims = dims_of(list(args))
         dims = [shape[i - (len(dims) - n)] if d == -1 else d for i, d in enumerate(dims)]
         return t.view(tuple(dims), contiguous=False) if all(isinstance(d, int) for d in dims) else UNKNOWN
     if name == "repeat":
-        dims = _dims(list(args))
+        dims = dims_of(list(args))
         base = [1] * (len(dims) - n) + shape
         return it.elementwise([t], tuple(b * d for b, d in zip(base, dims, strict=False)), "repeat")
     if name == "flatten":
@@ -1261,7 +1435,7 @@ def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> A
     if name in ("t", "mT"):
         return t.view(tuple(shape[:-2] + shape[-2:][::-1]), contiguous=False)
     if name == "permute":
-        dims = _dims(list(args))
+        dims = dims_of(list(args))
         return t.view(tuple(shape[norm_dim(d, n)] for d in dims), contiguous=False)
     if name == "movedim":
         src, dst = norm_dim(args[0], n), norm_dim(args[1], n)
@@ -1299,27 +1473,6 @@ def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> A
     return UNKNOWN
 
 
-def broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
-    out: list[int] = []
-    for i in range(1, max(len(a), len(b)) + 1):
-        x = a[-i] if i <= len(a) else 1
-        y = b[-i] if i <= len(b) else 1
-        if x == y or y == 1:
-            out.append(x)
-        elif x == 1:
-            out.append(y)
-        else:
-            return None
-    return tuple(reversed(out))
-
-
-def promote(a: str, b: str) -> str:
-    order = ["bool", "uint8", "int8", "int16", "int32", "int64", "bfloat16", "float16", "float32", "float64"]
-    if {a, b} == {"bfloat16", "float16"}:
-        return "float32"
-    return a if order.index(a) >= order.index(b) else b
-
-
 def iter_modules(mod: Module) -> Iterator[Module]:
     yield from mod.modules()
 
@@ -1334,9 +1487,45 @@ COMPARE = {
     ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
+def _offset_width(item: ast.Slice, evaluate: Any) -> int | None:
+    """The width of `x[a:a + k]`, `x[i + 1:i + k + 1]` and the like: upper minus lower, their common unknown terms
+    cancelled and the rest known integers; None for other slices."""
+    if item.lower is None or item.upper is None:
+        return None
+    upper, lower = _terms(item.upper), _terms(item.lower)
+    for t in [t for t in lower if isinstance(t, str)]:
+        if t in upper:  # `i` on both sides: whatever it is, it cancels
+            upper.remove(t)
+            lower.remove(t)
+    width = 0
+    for terms, sign in ((upper, 1), (lower, -1)):
+        for t in terms:
+            value = t if isinstance(t, int) else evaluate(ast.parse(t.lstrip("-"), mode="eval").body)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+            width += sign * (-value if isinstance(t, str) and t.startswith("-") else value)
+    return width if width >= 0 else None
+
+
+def _terms(node: ast.expr, sign: int = 1) -> list[Any]:
+    """`i + block_size + 1` -> ['i', 'block_size', 1]: an additive expression's terms, constants as ints, the rest as
+    source text ('-' in front when subtracted)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _terms(node.left, sign) + _terms(node.right, sign if isinstance(node.op, ast.Add) else -sign)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return [sign * node.value]
+    return [("-" if sign < 0 else "") + ast.unparse(node)]
+
+
+def _trains(node: ast.AST) -> bool:
+    """Whether a loop's body calls backward() or step() itself."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+               for n in ast.walk(node))
+
+
 BUILTINS = {
     "range", "len", "int", "float", "min", "max", "list", "tuple", "dict", "enumerate", "zip", "isinstance", "print", "super",
     "getattr", "hasattr", "setattr", "sum", "abs", "round", "str", "bool", "sorted", "reversed", "any", "all", "iter", "next",
-    "type", "open", "map", "set", "divmod", "pow",
+    "type", "open", "map", "set", "divmod", "pow", "vars", "globals", "exec",
 }
 _ = (math, DTYPE_ALIASES, Dataset, Loader, Optimizer, Transform, ContextValue)

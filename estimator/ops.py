@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import math
+import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog
+from torch_preflight.estimator import catalog, configs, reshape
+from torch_preflight.estimator.record import StepRecord, broadcast, norm_dim
 from torch_preflight.estimator.values import (
     DTYPE_ALIASES,
     ITEMSIZE,
@@ -51,6 +53,75 @@ SHAPE_KEEPING_TRANSFORMS = {
 }
 
 
+def _flat(data: Any) -> list[Any]:
+    return [v for item in data for v in _flat(item)] if isinstance(data, (list, tuple)) else [data]
+
+
+def _literal_shape(data: Any, values_known: bool = True) -> tuple[int, ...] | None:
+    """The shape of a (nested) list of numbers, or of a number; None when it is not one. With `values_known` False,
+    an unread value counts as a number (`torch.tensor(encode(text), dtype=torch.long)`: the length is what matters)."""
+    if (isinstance(data, (int, float)) and not isinstance(data, bool)) or (not values_known and is_unknown(data)):
+        return ()
+    if isinstance(data, (list, tuple)) and data:
+        inner = {_literal_shape(v, values_known) for v in (data if len(data) <= 64 else (data[0], data[-1]))}
+        if len(inner) == 1 and None not in inner:
+            return (len(data), *next(iter(inner)))  # type: ignore[misc]
+    return None
+
+
+def container_base(mod: Module) -> str | None:
+    """The torch.nn layer a user class derives from (directly or not): "Sequential", "Transformer", ...; None when it
+    derives from nn.Module only."""
+    from torch_preflight.estimator.values import ClassValue
+
+    todo = [mod.cls] if mod.cls is not None else []
+    while todo:
+        cls = todo.pop()
+        for base in cls.bases:
+            kind = base.name.rsplit(".", 1)[-1] if isinstance(base, Qualified) and base.name.startswith("torch.nn.") else ""
+            if kind in catalog.SIGNATURES:
+                return kind
+            if isinstance(base, ClassValue):
+                todo.append(base)
+    return None
+
+
+def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | None:
+    """A Dataset class of the script's own: its `__getitem__(0)` read as the sample (the default collate stacks them)."""
+    from torch_preflight.estimator.values import BoundMethod, ClassValue, Function
+
+    cls = ds.attrs.get("__class__")
+    getitem = cls.lookup("__getitem__") if isinstance(cls, ClassValue) else None
+    if not isinstance(getitem, Function):
+        return None
+    saved, before = it.grad_enabled, len(it.problems)
+    it.grad_enabled = False  # building a sample records nothing
+    try:
+        sample = it.call(BoundMethod(getitem, ds), [0], {}, node)
+    finally:
+        it.grad_enabled = saved
+    items = list(sample) if isinstance(sample, (tuple, list)) else [sample]
+    if not items or not all(isinstance(t, Tensor) and all(isinstance(d, int) for d in t.shape) for t in items):
+        it.problem(f"the samples of {ds.type} are not known tensors", node)
+        return None
+    # every tensor it returns has a known shape and dtype: what it could not read inside was values, which a sample's
+    # memory does not depend on (a shape that depended on one would be unknown)
+    del it.problems[before:]
+    it.assume(f"{ds.type} samples: {', '.join('x'.join(map(str, t.shape)) or 'scalar' for t in items)}, as __getitem__(0) builds them",
+              getattr(node, "lineno", 1) - 1)
+    return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items))
+
+
+def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
+    if short == "memmap" and args and isinstance(args[0], str):
+        dtype = dtype_of(kwargs.get("dtype", args[1] if len(args) > 1 else "uint8")) or "uint8"
+        path = configs.project_path(args[0], os.path.dirname(it.model.path))
+        if kwargs.get("mode", "r+") == "r" and os.path.isfile(path):
+            return Tensor((os.path.getsize(path) // ITEMSIZE.get(dtype, 1),), dtype, external=True, host=True)
+    return Unknown(f"call `numpy.{short}`")
+
+
 def dtype_of(value: Any) -> str | None:
     if isinstance(value, Qualified):
         return DTYPE_ALIASES.get(value.name.rsplit(".", 1)[-1])
@@ -69,15 +140,21 @@ def ints(values: list[Any]) -> tuple[int, ...] | None:
     return None
 
 
-def norm_dim(d: int, n: int) -> int:
-    return d + n if d < 0 else d
-
-
 # ---- qualified calls ---------------------------------------------------------------------------------
 def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
     short = name.rsplit(".", 1)[-1]
     if name.startswith(("torch.nn.", "nn.")) and short in catalog.SIGNATURES and not name.startswith("torch.nn.functional"):
         return construct(it, short, args, kwargs, node, line, col)
+    if name.startswith("torch.nn.init."):
+        return args[0] if args else None  # initialisers fill a parameter in place
+    if name == "contextlib.nullcontext":
+        return ContextValue("other")
+    if name.startswith("numpy."):
+        return numpy_call(it, short, args, kwargs)
+    if name.startswith("einops."):
+        return einops_call(it, short, args, kwargs, node, line, col)
+    if name.startswith("torch.nn.") and name.count(".") == 2 and short[:1].isupper() and short not in ("Parameter", "Module"):
+        return unknown_layer(it, short, node, line, col)  # a torch.nn layer the catalog does not model: named, not guessed
     if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         t = args[0] if args else kwargs.get("data")
         if isinstance(t, Tensor):
@@ -105,15 +182,18 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     if name in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
         ds = args[0] if args else kwargs.get("dataset")
         bs = kwargs.get("batch_size", args[1] if len(args) > 1 else 1)
-        if not isinstance(bs, int):
-            it.problem("DataLoader batch_size is not known", node)
-            bs = it.batch_override or 1
+        known = isinstance(bs, int) and not isinstance(bs, bool)
+        if it.batch_override:
+            bs, known = it.batch_override, True
+        elif not known:
+            it.problem("DataLoader batch_size is not known (pass --batch-size)", node)
+            bs = 1
         else:
             it.batch_sizes.append((bs, line))
-        if it.batch_override:
-            bs = it.batch_override
+        if isinstance(ds, Obj) and not isinstance(ds, Dataset):
+            ds = user_dataset(it, ds, node) or ds
         guessed = "collate_fn" in kwargs or (isinstance(ds, Dataset) and ds.guessed) or it.guessing > 0
-        return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed)
+        return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
     if name == "torch.utils.data.TensorDataset":
         sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
         return Dataset(sample, "TensorDataset", guessed=it.guessing > 0 or len(sample) != len(args))
@@ -157,12 +237,25 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
         return checkpoint(it, args, kwargs, node)
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
-        return torch_function(it, short, name, args, kwargs, node)
+        out = torch_function(it, short, name, args, kwargs, node)
+        if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:
+            it.setup_bytes = max(it.setup_bytes, out.nbytes)  # a tensor the script builds before its steps (a randperm)
+        return out
     if name in ("dataclasses.field", "field"):
         if "default" in kwargs:
             return Obj("field", {"default": kwargs["default"]})
         factory = kwargs.get("default_factory")
         return Obj("field", {"default": it.call(factory, [], {}, node) if factory is not None else UNKNOWN})
+    if name.startswith(("os.path.", "os.environ.")) or name == "os.getenv":
+        return configs.os_call(name, args, kwargs, os.path.dirname(it.model.path))
+    if name in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
+        return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
+    if name in ("lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"):
+        return Obj("Trainer", dict(kwargs))
+    if name == "argparse.ArgumentParser":
+        return configs.Parser()
+    if name == "ast.literal_eval":
+        return configs.literal_eval(args[0] if args else None)
     if name in ("types.SimpleNamespace", "argparse.Namespace"):
         return Obj("SimpleNamespace", dict(kwargs))
     if name.startswith("math."):
@@ -194,7 +287,11 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         except Exception:
             return UNKNOWN
     if name == "super":
-        return Obj("super")
+        try:
+            me = it.scope.lookup("self")
+        except KeyError:
+            me = None
+        return Obj("super", {"self": me})
     if name in ("int", "float", "bool", "str", "abs", "round"):
         if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
             try:
@@ -203,6 +300,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             except Exception:
                 return UNKNOWN
         return UNKNOWN if args else {"int": 0, "float": 0.0, "bool": False, "str": "", "abs": UNKNOWN, "round": UNKNOWN}[name]
+    if name == "sorted" and args and isinstance(args[0], (list, tuple, set)) and all(isinstance(v, str) for v in args[0]):
+        return sorted(args[0], reverse=kwargs.get("reverse") is True)
     if name in ("min", "max", "sum", "sorted", "any", "all", "divmod", "pow"):
         vals = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, range)) else args
         if (vals and all(isinstance(v, (int, float)) for v in vals)) or (name in ("sum", "any", "all", "sorted") and all(isinstance(v, (int, float)) for v in vals)):
@@ -238,7 +337,30 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         seq = it.iterate(args[0], node) if args else None
         return list(reversed(seq)) if seq is not None else UNKNOWN
     if name == "isinstance":
+        kinds = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:2]
+        plain = {"int": int, "float": float, "bool": bool, "str": str, "list": list, "tuple": tuple, "dict": dict}
+        if args and kinds and all(isinstance(k, Qualified) and k.name in plain for k in kinds) and isinstance(
+                args[0], (int, float, bool, str, list, tuple, dict, type(None))):
+            return isinstance(args[0], tuple(plain[k.name] for k in kinds))
+        if args and isinstance(args[0], Module) and kinds and all(isinstance(k, Qualified) and k.name.startswith("torch.nn.")
+                                                                  for k in kinds):
+            # a layer's class among torch.nn classes (minGPT's weight-decay lists): a catalog layer is exactly its type
+            names = {k.name.rsplit(".", 1)[-1] for k in kinds}
+            return "Module" in names or (args[0].catalog and args[0].type in names)
         return UNKNOWN
+    if name == "vars":
+        return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
+    if name == "globals":
+        return it.module_vars()
+    if name in ("open", "io.open", "builtins.open", "codecs.open"):
+        mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
+        return Obj("file", {"path": args[0], "mode": mode}) if args and isinstance(args[0], str) else UNKNOWN
+    if name == "exec":
+        if args and isinstance(args[0], configs.FileText):
+            it.exec_file(args[0].path, node)
+        else:
+            it.problem("exec() of code that is not a file of the project", node)
+        return None
     if name in ("getattr",):
         if len(args) >= 2 and isinstance(args[1], str):
             value = it.getattr(args[0], args[1], node or ast.Pass())
@@ -247,17 +369,114 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             return value
         return UNKNOWN
     if name == "hasattr":
-        return UNKNOWN
+        # feature tests on torch (`hasattr(F, "scaled_dot_product_attention")`): the estimate models torch 2.x
+        return True if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch" else UNKNOWN
     if name == "setattr":
         if len(args) == 3 and isinstance(args[1], str):
             it.setattr(args[0], args[1], args[2], node or ast.Pass())
         return None
-    if name in ("print", "iter", "next", "type", "open", "map", "set"):
+    if name == "set":
+        items = it.iterate(args[0], node) if args else []
+        return set(items) if items is not None and all(isinstance(v, (str, int, float, tuple)) for v in items) else UNKNOWN
+    if name == "iter" and args and isinstance(args[0], (Loader, list, tuple)):
+        return Obj("iterator", {"source": args[0]})
+    if name == "next" and args and isinstance(args[0], (Obj, Loader)) and (isinstance(args[0], Loader) or args[0].type == "iterator"):
+        source = args[0] if isinstance(args[0], Loader) else args[0].attrs["source"]
+        items = it.iterate(source, node or ast.Pass())  # a loader's next batch; a list's first item
+        return items[0] if items else (args[1] if len(args) > 1 else UNKNOWN)
+    if name in ("print", "iter", "next", "type", "map"):
         return UNKNOWN if name != "print" else None
     return Unknown(f"call `{name}`")
 
 
 # ---- construction ---------------------------------------------------------------------------------
+LIGHTNING_PRECISION = {"bf16-mixed": "bfloat16", "16-mixed": "float16", "16": "float16", 16: "float16", "bf16": "bfloat16"}
+
+
+def lightning_fit(it: Interpreter, trainer: Obj, model: Module, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> None:
+    """`Trainer(precision=..., accumulate_grad_batches=...).fit(model, loader | datamodule)`: Lightning owns the loop, so
+    one step is read from the LightningModule itself: its first batch through `training_step`, backward with the
+    gradients cleared to None before it, the optimizer from `configure_optimizers`, under the precision's autocast."""
+    from torch_preflight.estimator.values import BoundMethod, Function, MethodRef
+
+    def method(owner: Any, attr: str) -> Any:
+        found = it.getattr(owner, attr, node or ast.Pass())
+        return it.call(found, [], {}, node) if isinstance(found, (BoundMethod, Function, MethodRef)) else None
+
+    loader = kwargs.get("train_dataloaders", args[0] if args else None)
+    datamodule = kwargs.get("datamodule")
+    if not isinstance(loader, Loader):
+        loader = method(datamodule, "train_dataloader") if datamodule is not None else method(model, "train_dataloader")
+    if not any(o for o in it.optimizers):
+        method(model, "configure_optimizers")
+    step = it.getattr(model, "training_step", node or ast.Pass())
+    if not isinstance(loader, Loader) or not isinstance(step, BoundMethod):
+        it.problem("Trainer.fit: the training batches or training_step are not known", node)
+        return None
+    precision = trainer.attrs.get("precision", "32-true")
+    accumulate = trainer.attrs.get("accumulate_grad_batches", 1)
+    line = getattr(node, "lineno", 1) - 1
+    saved = (it.autocast, it.grad_enabled)
+    it.autocast = it.force_autocast or LIGHTNING_PRECISION.get(precision)
+    if it.autocast:
+        it.assume(f"Lightning precision={precision!r}: autocast {it.autocast}", line)
+    it.grad_enabled = True
+    it.zero_grad_seen = True
+    it.zero_grad_set_to_none = not (isinstance(accumulate, int) and accumulate > 1)  # Lightning clears gradients to None
+    if not it.zero_grad_set_to_none:
+        it.assume(f"accumulate_grad_batches={accumulate}: gradients stay allocated between micro-batches", line)
+    try:
+        batch = it.loader_batch(loader, node or ast.Pass())
+        out = it.call(step, [batch, 0], {}, node)
+        loss = out.get("loss") if isinstance(out, dict) else out
+        if isinstance(loss, Tensor):
+            backward(it, loss, node)
+        else:
+            it.problem("training_step's loss is not a known tensor", node)
+    finally:
+        it.autocast, it.grad_enabled = saved
+    return None
+
+
+LIST_METHODS = {"append", "insert", "pop", "remove", "clear", "reverse", "index", "count", "copy"}
+DICT_METHODS = {"get", "setdefault", "pop", "popitem", "clear", "copy"}
+
+
+def container_method(it: Interpreter, obj: list[Any] | dict[Any, Any], name: str, args: list[Any], kwargs: dict[str, Any],
+                     node: ast.AST | None) -> Any:
+    """A list's or dict's method on the interpreter's values, as Python runs it; one it does not model is reported (a
+    mutation skipped in silence would leave a wrong value: `vocab.setdefault(word, len(vocab))` building a vocabulary)."""
+    if isinstance(obj, list) and name == "extend" and args:
+        obj.extend(it.iterate(args[0], node or ast.Pass()) or [])
+        return None
+    if isinstance(obj, dict):
+        visible = {k: v for k, v in obj.items() if k != "__class__"}  # an instance's __dict__ holds its class
+        if name == "items":
+            return Obj("items", {"items": list(visible.items())})
+        if name in ("keys", "values"):
+            return list(visible.keys() if name == "keys" else visible.values())
+        if name == "update" and (kwargs or (args and isinstance(args[0], dict))):
+            obj.update(*args[:1], **kwargs)
+            return None
+    if name in (LIST_METHODS if isinstance(obj, list) else DICT_METHODS) and not any(is_unknown(a) for a in args):
+        try:
+            return getattr(obj, name)(*args, **kwargs)
+        except (IndexError, KeyError, ValueError, TypeError):
+            return UNKNOWN
+    it.problem(f"{type(obj).__name__}.{name}() is not modelled", node)
+    return UNKNOWN
+
+
+def unknown_layer(it: Interpreter, kind: str, node: ast.AST | None, line: int, col: int) -> Module:
+    """A torch.nn layer the estimator does not model: it is listed, with its parameters and forward unknown."""
+    mod = Module(kind, line, col, catalog=True)
+    mod.file = it.foreign_file()
+    mod.doubtful = True
+    mod.args["incomplete"] = f"nn.{kind} is not modelled"
+    it.problem(f"nn.{kind} is not modelled", node)
+    return mod
+
+
 def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
     mod = Module(kind, line, col, catalog=True)
     mod.file = it.foreign_file()
@@ -272,7 +491,7 @@ def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any
             mods = [a for a in args if isinstance(a, Module)]
             if len(mods) != len(args):
                 it.problem("nn.Sequential with an element that is not a known layer", node)
-                mod.args["incomplete"] = True
+                mod.args["incomplete"] = "an element that is not a known layer"
                 mod.doubtful = True
             mod.children = {str(i): m for i, m in enumerate(mods)}
         return mod
@@ -332,7 +551,7 @@ def construct(it: Interpreter, kind: str, args: list[Any], kwargs: dict[str, Any
         mod.params, mod.buffers = catalog.layer_params(kind, a)
     except (catalog.CatalogError, TypeError, KeyError) as exc:
         it.problem(f"nn.{kind}: {exc}", node)
-        mod.args["incomplete"] = True
+        mod.args["incomplete"] = str(exc) or type(exc).__name__
         mod.doubtful = True
     return mod
 
@@ -442,14 +661,29 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
     if short == "randint":
         size = kwargs.get("size", args[-1] if args else None)
         return new_tensor(it, ints([size]) if size is not None else None, dtype_of(kwargs.get("dtype")) or "int64", node)
+    if short == "randperm" and args and isinstance(args[0], int):
+        return Tensor((args[0],), dtype_of(kwargs.get("dtype")) or "int64", external=True)
     if short == "arange":
         nums = [a for a in args if isinstance(a, int)]
         n = len(range(*nums)) if nums else None
         return Tensor((n,), "int64", external=True) if n is not None else UNKNOWN
     if short in ("tensor", "as_tensor", "from_numpy"):
+        data = args[0] if args else kwargs.get("data")
+        wanted = dtype_of(kwargs.get("dtype"))
+        if isinstance(data, Tensor):  # a numpy array modelled as a tensor, or a tensor
+            return Tensor(data.shape, wanted or data.dtype, external=True, guessed=data.guessed)
+        literal = _literal_shape(data, values_known=wanted is None)  # with a dtype, unread values are fine
+        if literal is not None:
+            is_float = any(isinstance(v, float) for v in _flat(data))
+            return Tensor(literal, wanted or ("float32" if is_float or short == "from_numpy" else "int64"), external=True)
         if it.checker is not None:
             it.doubt("the shape of torch.tensor(data) is not known")
-        return Tensor((), dtype_of(kwargs.get("dtype")) or "float32", external=True, guessed=True)
+            return Tensor((), wanted or "float32", external=True, guessed=True)
+        it.problem(f"the shape of torch.{short}(...) is not known", node)
+        return UNKNOWN
+    if short == "multinomial" and args and isinstance(args[0], Tensor):
+        n = kwargs.get("num_samples", args[1] if len(args) > 1 else None)
+        return Tensor((*args[0].shape[:-1], n), "int64", external=it.forward_depth == 0) if isinstance(n, int) else UNKNOWN
     if short in ("tril", "triu") and args and isinstance(args[0], Tensor):
         return Tensor(args[0].shape, args[0].dtype, external=args[0].external)
     if short in ("device", "manual_seed", "set_float32_matmul_precision", "compile", "is_available", "set_num_threads", "clip_grad_norm_", "clip_grad_value_"):
@@ -496,8 +730,6 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
             return it.tensor_binop(ops_[short], args[0], args[1], False)
         shape = x.shape
         for t in tensors[1:]:
-            from torch_preflight.estimator.interp import broadcast
-
             shape = broadcast(shape, t.shape) or shape
         return it.elementwise(tensors, shape, short, tensors)
     if short in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits",
@@ -724,37 +956,50 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
             return math.prod(obj.attrs["dims"])
         return UNKNOWN
     if isinstance(obj, Obj) and obj.type == "super":
+        me = obj.attrs.get("self")
+        base = container_base(me) if name == "__init__" and isinstance(me, Module) else None
+        if base == "Sequential" and isinstance(me, Module):
+            # `class MLPBlock(nn.Sequential): super().__init__(*layers)`: its layers are its children, run in order
+            mods = [a for a in args if isinstance(a, Module)]
+            me.children.update({str(i): m for i, m in enumerate(mods)})
+        elif base is not None and isinstance(me, Module):
+            # `class TransformerModel(nn.Transformer)`: what the torch.nn base builds is part of the instance
+            built = construct(it, base, args, kwargs, node, me.line, me.col)
+            if isinstance(built, Module):
+                me.params.update(built.params)
+                me.buffers.update(built.buffers)
+                me.children.update(built.children)
+                if built.args.get("incomplete"):
+                    me.attrs["incomplete"] = built.args["incomplete"]
         return None  # super().__init__()
-    if isinstance(obj, list):
-        if name == "append" and args:
-            obj.append(args[0])
-        elif name == "extend" and args:
-            obj.extend(it.iterate(args[0], node) or [])
-        elif name == "insert" and len(args) == 2:
-            obj.insert(args[0], args[1])
-        elif name == "pop":
-            return obj.pop() if obj else UNKNOWN
-        return None
-    if isinstance(obj, dict):
-        if name == "get":
-            return obj.get(args[0], args[1] if len(args) > 1 else None) if args else UNKNOWN
-        if name == "items":
-            return Obj("items", {"items": list(obj.items())})
-        if name in ("keys", "values"):
-            return list(obj.keys() if name == "keys" else obj.values())
-        if name == "update" and args and isinstance(args[0], dict):
-            obj.update(args[0])
-        return None
+    if isinstance(obj, (list, dict)):
+        return container_method(it, obj, name, args, kwargs, node)
+    if isinstance(obj, set):
+        plain = all(isinstance(a, (set, list, tuple, str, int, float)) for a in args)
+        if name in ("add", "discard", "remove") and args and isinstance(args[0], (str, int, float, tuple)):
+            getattr(obj, "discard" if name == "remove" else name)(args[0])
+            return None
+        if name in ("union", "intersection", "difference", "update") and plain:
+            return getattr(obj, name)(*args)
+        return UNKNOWN
     if isinstance(obj, Optimizer):
         if name == "zero_grad":
             it.zero_grad_seen = True
             stn = kwargs.get("set_to_none", args[0] if args else True)
             it.zero_grad_set_to_none = stn is not False
+            it.zero_grad_after_forward = it.recorder is not None
         return None
     if isinstance(obj, Obj) and obj.type == "GradScaler":
         return args[0] if name == "scale" and args else None
     if isinstance(obj, str):
-        return "<str>"
+        return configs.str_method(obj, name, args, kwargs)
+    if isinstance(obj, Obj) and obj.type == "Trainer" and name == "fit" and args and isinstance(args[0], Module):
+        return lightning_fit(it, obj, args[0], args[1:], kwargs, node)
+    if isinstance(obj, configs.Parser):
+        return configs.parser_method(obj, name, args, kwargs, it.argv)
+    if isinstance(obj, Obj) and obj.type == "file" and name in ("read", "readlines"):
+        text = configs.read_text(obj.attrs["path"], os.path.dirname(it.model.path), obj.attrs.get("mode", "r"))
+        return text.splitlines(keepends=True) if name == "readlines" and isinstance(text, str) else text
     if isinstance(obj, (int, float)) and name in ("bit_length",):
         return UNKNOWN
     return UNKNOWN
@@ -763,6 +1008,14 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
 def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if name == "parameters":
         return Obj("parameters", {"module": mod})
+    if name == "named_parameters":
+        return Obj("items", {"items": mod.named_parameters()})
+    if name in ("log", "log_dict", "save_hyperparameters", "print") and mod.cls is not None:
+        return None  # a LightningModule's logging: no tensors kept
+    if name in ("children", "modules"):
+        return list(mod.children.values()) if name == "children" else mod.modules()
+    if name in ("named_children", "named_modules"):
+        return Obj("items", {"items": list(mod.children.items()) if name == "named_children" else mod.walk()})
     if name in ("to", "cuda", "cpu", "train", "eval", "requires_grad_", "apply", "share_memory", "zero_grad"):
         if name == "to":
             dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
@@ -771,6 +1024,7 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
         if name == "zero_grad":
             it.zero_grad_seen = True
             it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
+            it.zero_grad_after_forward = it.recorder is not None
         return mod
     if name in ("half", "bfloat16", "float", "double"):
         mod.set_dtype({"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}[name])
@@ -808,14 +1062,6 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
     return UNKNOWN
 
 
-def _dims(args: list[Any]) -> list[Any]:
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return list(args[0])
-    if len(args) == 1 and isinstance(args[0], Obj) and args[0].type == "shape":
-        return list(args[0].attrs["dims"])
-    return list(args)
-
-
 def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     shape = t.shape
     n = len(shape)
@@ -825,19 +1071,27 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return Obj("shape", {"dims": shape})
     if name in ("dim", "ndimension"):
         return n
+    if name in COMPARISONS:  # a mask: no gradient, nothing saved
+        other = args[0] if args else None
+        mask = broadcast(shape, other.shape) if isinstance(other, Tensor) else shape
+        return Tensor(mask, "bool", external=it.forward_depth == 0) if mask is not None else UNKNOWN
     if name == "numel":
         return t.numel
     if name in ("item", "tolist", "backward", "detach", "cpu", "cuda", "to", "float", "half", "bfloat16", "long", "int", "bool",
-                "type_as", "clone", "requires_grad_", "numpy", "contiguous", "zero_", "fill_", "normal_", "uniform_", "retain_grad"):
+                "type_as", "clone", "requires_grad_", "numpy", "contiguous", "zero_", "fill_", "normal_", "uniform_", "retain_grad",
+                "pin_memory", "astype", "share_memory_"):
         if name == "backward":
             return backward(it, t, node)
+        if name == "tolist" and 0 < len(t.shape) <= 2 and math.prod(t.shape) <= 1_000_000:
+            # as many (unread) values as the tensor holds: iterating it works, reading a value does not
+            return [UNKNOWN] * t.shape[0] if len(t.shape) == 1 else [[UNKNOWN] * t.shape[1] for _ in range(t.shape[0])]
         if name in ("item", "tolist", "numpy"):
             return UNKNOWN
         if name == "detach":
             return Tensor(t.shape, t.dtype, False, t.storage, t.external, t.contiguous)
-        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to"):
+        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to", "astype"):
             dtype = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "long": "int64", "int": "int32", "bool": "bool"}.get(name)
-            if name == "to":
+            if name in ("to", "astype"):
                 dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
             if dtype is None or dtype == t.dtype:
                 return t
@@ -898,13 +1152,12 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
 
 
 def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
-    from torch_preflight.estimator.interp import StepRecord
-
     rec = it.recorder
     if rec is None:
         it.problem("backward() on a loss no forward was seen for", node)
         return None
-    it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch))
+    it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch,
+                                      it.held_outputs(rec, loss_t)))
     it.recorder = None
     return None
 
@@ -931,15 +1184,18 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     if isinstance(x, ParamValue):
         x = it.param_tensor(x)
     if not isinstance(x, Tensor):
-        it.problem(f"input of {kind} `{mod.name}` is not a known tensor", node)
+        it.problem(f"input of {kind}{f' `{mod.name}`' if mod.name else ''} is not a known tensor", node)
         return UNKNOWN
     a = mod.args
+    if a.get("incomplete") and (it.checker is not None or kind != "Sequential"):
+        return UNKNOWN  # its output shape would be a guess (the layer is reported as unknown where it is built)
     if it.checker is not None:
-        if a.get("incomplete"):
-            return UNKNOWN  # its output shape would be a guess
         if not it.checker.layer(mod, x, args, kwargs):
             it.problem(f"{kind} `{mod.name}` does not take a tensor of shape {x.shape}", node)
             return UNKNOWN  # torch raises here: nothing after it is checked
+    if kind == "LazyLinear" and "weight" not in mod.params and isinstance(a.get("out_features"), int) and x.shape:
+        # a lazy layer takes its in_features from its first input
+        mod.params = {"weight": (a["out_features"], x.shape[-1]), **({"bias": (a["out_features"],)} if a.get("bias", True) else {})}
     weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
     if kind in ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear"):
         xs, *ws = it.autocast_inputs([x, *weights[:1]])
@@ -1013,8 +1269,18 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
                     kind.startswith("Max"), bool(a.get("ceil_mode")))
     if kind.startswith(("AdaptiveAvgPool", "AdaptiveMaxPool")):
         return adaptive_pool(it, x, int(kind[-2]), a["output_size"], "Max" in kind)
-    if kind == "Upsample":
+    if kind in ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"):
         return interpolate(it, x, a.get("size"), a.get("scale_factor"))
+    if kind == "Rearrange":
+        moved = reshape.rearrange(x.shape, a.get("pattern"), a.get("sizes", {}))
+        return it.elementwise([x], moved, "rearrange") if moved is not None else _unreadable(it, mod, node)
+    if kind in ("PixelShuffle", "PixelUnshuffle"):
+        factor = a.get("upscale_factor", a.get("downscale_factor"))
+        moved = reshape.pixel_shuffle(x.shape, factor, inverse=kind == "PixelUnshuffle")
+        return it.elementwise([x], moved, kind.lower()) if moved is not None else _unreadable(it, mod, node)
+    if kind in reshape.PAD_LAYERS:
+        grown = reshape.padded(x.shape, a.get("padding"), reshape.PAD_LAYERS[kind])
+        return it.elementwise([x], grown, "pad") if grown is not None else _unreadable(it, mod, node)
     if kind in ("RNN", "LSTM", "GRU"):
         return rnn(it, mod, x)
     if kind == "MultiheadAttention":
@@ -1032,7 +1298,35 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         tgt = args[1] if len(args) > 1 else kwargs.get("tgt")
         memory = it.call_module(mod.children["encoder"], [x], {}, node)
         return it.call_module(mod.children["decoder"], [tgt, memory], {}, node)
-    it.problem(f"forward of nn.{kind} is not modelled", node)
+    if not a.get("incomplete"):  # an unknown layer was reported where it is built
+        it.problem(f"forward of nn.{kind} is not modelled", node)
+        a["incomplete"] = f"the forward of nn.{kind} is not modelled"
+    return UNKNOWN
+
+
+COMPARISONS = ("eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or",
+               "greater", "less", "equal", "not_equal", "greater_equal", "less_equal")
+
+
+def einops_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
+    """einops.rearrange(x, pattern, **sizes) and the einops.layers.torch.Rearrange layer; other einops calls are unknown."""
+    if short == "Rearrange" and args and isinstance(args[0], str):
+        mod = Module("Rearrange", line, col, catalog=True, args={"pattern": args[0], "sizes": dict(kwargs)})
+        mod.file = it.foreign_file()
+        return mod
+    x = args[0] if args else None
+    if short == "rearrange" and isinstance(x, Tensor) and len(args) > 1:
+        out = reshape.rearrange(x.shape, args[1], kwargs)
+        if out is not None:
+            return it.elementwise([x], out, "rearrange")
+    if short[:1].isupper():
+        return unknown_layer(it, short, node, line, col)  # Reduce, Repeat, EinMix: listed as unknown layers
+    it.problem(f"einops.{short}() is not modelled", node)
+    return UNKNOWN
+
+
+def _unreadable(it: Interpreter, mod: Module, node: ast.AST | None) -> Any:
+    it.problem(f"{mod.type}{f' `{mod.name}`' if mod.name else ''}: its arguments do not fit a tensor of this shape", node)
     return UNKNOWN
 
 

@@ -52,6 +52,7 @@ class EstimateOptions:
     autocast: str | None = None  # force autocast dtype (used for the bf16 remedy)
     remedies: bool = True
     n_gpus: int = 8  # for the ZeRO/FSDP remedies
+    argv: tuple[str, ...] | None = None  # the script's own command-line arguments (`estimate train.py -- --batch-size 64`)
 
     @property
     def budget(self) -> int | None:

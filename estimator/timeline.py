@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch_preflight.estimator.interp import Op, Recorder
+from torch_preflight.estimator.record import Op, Recorder
 from torch_preflight.estimator.values import Optimizer
 
 
@@ -70,8 +70,17 @@ def simulate(
     batch: int,
     grads_persist: bool,
     device: str,
+    held: list[tuple[int, int]] | None = None,
+    grads_in_forward: bool = False,
 ) -> Timeline:
+    """`grads_in_forward`: gradients are cleared between forward and backward, so the last step's live through forward.
+    `held`: forward outputs the script keeps in variables (storage id, bytes): live through backward and the step
+    (and, in the steady state, through the next forward until it rebinds them), even after autograd frees them."""
     rnd = cuda_round if device == "cuda" else (lambda n: n)
+    saved_ids = {sid for op in rec.ops for sid, _ in op.saved} if rec is not None else set()
+    kept = {sid for sid, _ in held or ()}
+    held_extra = sum(rnd(b) for sid, b in held or () if sid not in saved_ids)  # the saved ones are counted as activations
+    batch += held_extra
     base = params + state + batch + (grads if grads_persist else 0)
     best = Timeline(base, "forward", params, grads if grads_persist else 0, state, 0, batch)
 
@@ -95,7 +104,9 @@ def simulate(
             out = 0 if op.out_id in saved_so_far else rnd(op.out_bytes)
             transient = out + rnd(op.transient) - rnd(op.out_bytes)
             prev_out = 0 if prev is None or prev.out_id in saved_so_far else rnd(prev.out_bytes)
-            consider(base + act + transient + prev_out, "forward", best.gradients if grads_persist else 0, act, batch + transient + prev_out)
+            fwd_grads = grads if grads_in_forward and not grads_persist else 0  # cleared only after this forward
+            consider(base + fwd_grads + act + transient + prev_out, "forward", grads if grads_persist or grads_in_forward else 0, act,
+                     batch + transient + prev_out)
             prev = op
         # backward: free each saved tensor after the earliest op that holds it has run backward
         last_holder: dict[int, int] = {}
@@ -135,7 +146,7 @@ def simulate(
             total = base + live_act + g_alloc + new_grads - late + grad_in_flight + produced + casts + recompute + work
             consider(total, "backward", g_alloc + new_grads - late, live_act + recompute, batch + grad_in_flight + produced + casts + work)
             for sid, _ in op.saved:
-                if last_holder.get(sid) == i and sid in sizes:
+                if last_holder.get(sid) == i and sid in sizes and sid not in kept:
                     live_act -= sizes.pop(sid)
             if late:
                 consider(base + live_act + g_alloc + new_grads + produced + casts, "backward", g_alloc + new_grads, live_act,

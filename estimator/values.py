@@ -8,11 +8,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "uint16": 2, "bool": 1}
 DTYPE_ALIASES = {
     "float": "float32", "float32": "float32", "fp32": "float32", "double": "float64", "float64": "float64",
     "half": "float16", "float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "long": "int64", "int64": "int64", "int": "int32", "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8",
+    "long": "int64", "int64": "int64", "int": "int32", "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8", "uint16": "uint16", "int16": "int16",
 }
 _ids = itertools.count(1)
 
@@ -55,6 +55,7 @@ class Tensor:
     # shape rests on a guess (an unknown branch, an unknown dataset, torch.tensor(data))
     trail: tuple[Any, ...] = ()
     guessed: bool = False
+    host: bool = False  # not torch's memory (a numpy memmap of a token file): never counted
 
     def __post_init__(self) -> None:
         if self.storage is None:
@@ -70,7 +71,7 @@ class Tensor:
 
     def view(self, shape: tuple[int, ...], contiguous: bool | None = None) -> Tensor:
         return Tensor(tuple(shape), self.dtype, self.requires_grad, self.storage, self.external,
-                      self.contiguous if contiguous is None else contiguous, self.is_param, self.trail, self.guessed)
+                      self.contiguous if contiguous is None else contiguous, self.is_param, self.trail, self.guessed, self.host)
 
 
 @dataclass(eq=False)
@@ -124,6 +125,19 @@ class Module:
                 out.append(m)
         return out
 
+    def named_parameters(self) -> list[tuple[str, ParamValue]]:
+        """(dotted name, parameter) of every parameter, each once (a tied weight under its first name), as torch lists them."""
+        out: list[tuple[str, ParamValue]] = []
+        seen: set[int] = set()
+        for prefix, m in self.walk():
+            if m.id in seen:
+                continue
+            seen.add(m.id)
+            for n, shape in m.params.items():
+                if n not in m.tied:
+                    out.append((f"{prefix}.{n}" if prefix else n, ParamValue(shape, m, n)))
+        return out
+
     def param_count(self) -> int:
         return sum(m.own_param_count() for m in self.modules())
 
@@ -160,6 +174,7 @@ class Function:
     node: ast.FunctionDef | ast.Lambda | ast.AsyncFunctionDef
     env: Any  # the defining Scope
     owner: Any = None  # ClassValue for methods
+    no_grad: bool = False  # decorated with @torch.no_grad() / @torch.inference_mode()
 
 
 @dataclass(eq=False)
@@ -232,6 +247,8 @@ class Loader:
     batch_size: int
     line: int = 0
     guessed: bool = False  # a collate_fn or a guessed dataset: the batch shape is not known
+    file: str = ""  # the file it is built in
+    batch_known: bool = True  # False: batch_size could not be read (batch_size holds the fallback)
 
 
 @dataclass(eq=False)

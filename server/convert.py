@@ -156,6 +156,8 @@ def shape_label(shape: tuple[str | int, ...]) -> str:
 
 
 def layer_label(layer: LayerEstimate) -> str:
+    if layer.unknown:  # never a number for a layer the estimator could not read
+        return f"  ? unknown: {layer.unknown}"
     parts = [f"{count(layer.params)} params · {format_bytes(layer.param_bytes)}"]
     if layer.activation_bytes is not None:
         parts.append(f"act {format_bytes(layer.activation_bytes)}")
@@ -165,8 +167,12 @@ def layer_label(layer: LayerEstimate) -> str:
 
 
 def total_label(report: MemoryReport) -> str:
-    label = f"  peak ≈ {format_bytes(report.peak_bytes)}"
-    if report.budget_bytes is not None:
+    """'peak ≈ X' when the estimate is complete; 'peak ≥ X (N unknown)' when X is only a lower bound."""
+    if report.complete:
+        label = f"  peak ≈ {format_bytes(report.peak_bytes)}"
+    else:
+        label = f"  peak ≥ {format_bytes(report.peak_bytes)} ({len(report.unknowns)} unknown)"
+    if report.budget_bytes is not None and report.fits is not None:
         verdict = "fits" if report.fits else "exceeds"
         label += f" ({verdict} {format_bytes(report.budget_bytes)})"
     return label
@@ -177,7 +183,8 @@ def inlay_hints(reports: list[MemoryReport], source: SourceText, rng: Span, enco
     seen: set[int] = set()
     for report in reports:
         rows = [(layer.line, layer_label(layer)) for layer in report.layers if layer.file is None]  # not built in another file
-        rows.append((report.model_line, total_label(report)))
+        if report.layers:  # an estimate that failed as a whole has no line to sit on
+            rows.append((report.model_line, total_label(report)))
         for line, label in rows:
             if line in seen or not rng.start.line <= line <= rng.end.line or line >= len(source.line_starts):
                 continue
@@ -191,22 +198,28 @@ def inlay_hints(reports: list[MemoryReport], source: SourceText, rng: Span, enco
 def hover_markdown(report: MemoryReport, layer: LayerEstimate | None = None) -> str:
     lines: list[str] = []
     if layer is not None:
-        lines += [f"**{layer.name}** ({layer.type})", "", "| | |", "|---|---|",
-                  f"| params | {layer.params:,} |", f"| param memory | {format_bytes(layer.param_bytes)} |",
-                  f"| activations | {format_bytes(layer.activation_bytes)} |"]
-        if layer.output_shape:
-            lines.append(f"| output shape | {shape_label(layer.output_shape)} |")
-        lines.append("")
+        if layer.unknown:
+            lines += [f"**{layer.name}** ({layer.type}): not known, {layer.unknown}", ""]
+        else:
+            lines += [f"**{layer.name}** ({layer.type})", "", "| | |", "|---|---|",
+                      f"| params | {layer.params:,} |", f"| param memory | {format_bytes(layer.param_bytes)} |",
+                      f"| activations | {format_bytes(layer.activation_bytes)} |"]
+            if layer.output_shape:
+                lines.append(f"| output shape | {shape_label(layer.output_shape)} |")
+            lines.append("")
     lines += [f"**{report.model}**: training step", "", "| | |", "|---|---|",
               f"| params | {sum(x.params for x in report.layers):,} |"]
     for key, value in report.breakdown.items():
         lines.append(f"| {key.replace('_', ' ')} | {format_bytes(value)} |")
-    lines.append(f"| **peak** | **{format_bytes(report.peak_bytes)}** |")
+    bound = "" if report.complete else "at least "
+    lines.append(f"| **peak** | **{bound}{format_bytes(report.peak_bytes)}** |")
     if report.budget_bytes is not None:
-        lines.append(f"| budget | {format_bytes(report.budget_bytes)} ({'fits' if report.fits else 'does not fit'}) |")
+        verdict = "fits" if report.fits else "does not fit" if report.fits is False else "not known"
+        lines.append(f"| budget | {format_bytes(report.budget_bytes)} ({verdict}) |")
     if report.assumptions:
         lines += ["", "Assumptions:"]
         lines += [f"- {a.text}" + (f" (line {a.line + 1})" if a.line is not None else "") for a in report.assumptions]
-    if not report.complete:
-        lines += ["", "_Partial estimate: part of the model or step could not be read._"]
+    if report.unknowns:
+        lines += ["", "Unknown (the peak is a lower bound):"]
+        lines += [f"- {a.text}" for a in report.unknowns]
     return "\n".join(lines)

@@ -58,7 +58,7 @@ def test_json_output(tmp_path: Path) -> None:
     assert code == 0
     data = json.loads(out)
     (model,) = data["models"]
-    assert model["model"] == "MLP" and model["model_line"] == 12
+    assert model["model"] == "MLP" and model["model_line"] == 13  # 1-based, as in the text
     assert sum(layer["params"] for layer in model["layers"]) == 64 * 512 + 512 + 512 * 10 + 10
     assert set(model["breakdown"]) == {"parameters", "gradients", "optimizer_state", "activations", "other"}
     assert model["peak_bytes"] == sum(model["breakdown"].values())

@@ -75,11 +75,13 @@ def _check(src: str, monkeypatch: pytest.MonkeyPatch, steps: int = shapes.SHAPE_
 
 def test_budget_bounds_an_unrolled_model(monkeypatch: pytest.MonkeyPatch) -> None:
     found, work = _check(UNROLLED, monkeypatch)
-    assert work <= shapes.SHAPE_STEPS + 4  # each of the three runs may overstep by the tick that raises
+    # each of the three runs may overstep by the tick that raises, and a script that runs out gets a
+    # tenth of its budget more to build the models it names
+    assert work <= shapes.SHAPE_STEPS * 1.1 + 4
     # the mismatch proven before the budget ran out stands
     assert [(m.kind, m.expected) for m in found] == [("linear", "in_features=64")]  # type: ignore[attr-defined]
 
 
 def test_budget_is_a_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
     _, small = _check(UNROLLED, monkeypatch, steps=4_000)
-    assert small <= 4_000 + 4
+    assert small <= 4_000 * 1.1 + 4

@@ -510,10 +510,16 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] | None = None
+    if _command_of(argv) == "estimate" and "--" in argv:  # `estimate train.py -- --batch-size 64`: the script's own
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     try:
         parser = build_parser(_command_of(argv))
         try:
             args = parser.parse_args(argv)
+            if script_args is not None:
+                args.script_args = script_args
         except SystemExit as exc:  # --help, --version, or a usage error (argparse printed it)
             return int(exc.code) if isinstance(exc.code, int) else 2
         if args.command is None:

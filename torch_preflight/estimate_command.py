@@ -20,7 +20,25 @@ DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad", "adam8bit", "none")
 
 
+EXIT_OK, EXIT_OVER_BUDGET, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
+EPILOG = """\
+the script's own arguments: everything after `--` (torch-preflight estimate train.py -- --batch-size 64) is the
+command line its argparse parser or configurator reads; without it, every option has its default.
+
+exit status:
+  0  every model's estimate is complete (and fits the budget, when one is given)
+  1  a model does not fit the budget (its estimate, or the lower bound of an incomplete one, is over it)
+  2  usage error, or the file cannot be read
+  3  an estimate is incomplete: part of the model or step could not be read, so its peak is only a
+     lower bound ("at least X") and the unknown parts are listed; or no nn.Module model was found
+
+JSON: lines and columns are 1-based; "complete" is true only when "unknowns" is empty, and
+"peak_is_lower_bound" is its negation."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("file", metavar="FILE", help="the training script (or model file) to estimate")
     parser.add_argument("--model", help="the model class (or variable) to report; default: every trained model")
     parser.add_argument("--batch-size", type=int, help="override the batch size read from the script")
@@ -56,7 +74,7 @@ def options_from_args(args: argparse.Namespace) -> EstimateOptions:
     return EstimateOptions(
         model=args.model, batch_size=args.batch_size or config.batch_size, input_shape=shape,
         dtype=DTYPES.get(dtype, dtype) if dtype else None, optimizer=args.optimizer, device=args.device,
-        budget_bytes=budget, gpu=gpu,
+        budget_bytes=budget, gpu=gpu, argv=tuple(args.script_args) if getattr(args, "script_args", None) else None,
     )
 
 
@@ -66,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         print(f"torch-preflight estimate: cannot read {path}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     where: Callable[[int], str] = lambda line: str(line + 1)  # noqa: E731
     if is_notebook_path(str(path)):
         notebook = parse_notebook(text)
         if isinstance(notebook, NotebookError):
             print(f"torch-preflight estimate: cannot read {path}: {notebook.message}", file=sys.stderr)
-            return 2
+            return EXIT_ERROR
         joined = join(notebook)
         text = joined.text
 
@@ -83,15 +101,23 @@ def run(args: argparse.Namespace) -> int:
         options = options_from_args(args)
     except ConfigError as exc:
         print(f"torch-preflight estimate: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     reports = estimate_source(text, str(path), options)
     if args.format == "json":
         print(json.dumps(to_json(reports, str(path), where), indent=2))
     else:
         render_text(reports, str(path), where)
-    if not reports:
-        return 1
-    return 1 if any(r.fits is False for r in reports) else 0
+    return exit_status(reports)
+
+
+def exit_status(reports: list[MemoryReport]) -> int:
+    """EXIT_OVER_BUDGET when a model is over the budget (even as a lower bound), else EXIT_INCOMPLETE when an
+    estimate is incomplete or none was made, else EXIT_OK (the epilog documents them)."""
+    if any(r.fits is False for r in reports):
+        return EXIT_OVER_BUDGET
+    if not reports or not all(r.complete for r in reports):
+        return EXIT_INCOMPLETE
+    return EXIT_OK
 
 
 def _located(text: str, path: str, where: Callable[[int], str]) -> str:
@@ -111,6 +137,39 @@ def to_json(reports: list[MemoryReport], path: str, where: Callable[[int], str] 
             for assumption in data.get("assumptions", []):
                 assumption["text"] = _located(assumption["text"], path, where)
     return {"file": path, "models": models}
+
+
+PHASES = {"forward": "during forward", "backward": "during backward", "step": "during the optimizer step",
+          "setup": "while the script sets up, before its training steps"}
+
+
+def peak_line(r: MemoryReport) -> str:
+    """'Peak 1.3 GiB (...)' for a complete estimate; 'Peak at least 1.3 GiB; 2 layers and 3 other parts unknown' else."""
+    what = "what max_memory_allocated() reports" if r.device == "cuda" else "live CPU bytes, as the profiler's memory events count them"
+    if r.complete:
+        return f"[bold]Peak[/bold] {format_bytes(r.peak_bytes)} ({r.peak_bytes:,} bytes, {what})"
+    layers = len(r.unknown_layers)
+    other = max(len(r.unknowns) - layers, 0)
+    parts = []
+    if layers:
+        parts.append(f"{layers} layer{'s' if layers != 1 else ''}")
+    if other:
+        parts.append(f"{other} {'other ' if layers else ''}part{'s' if other != 1 else ''}")
+    unknown = " and ".join(parts) + " unknown" if parts else "part of it unknown"
+    if not r.layers and r.peak_bytes == 0:
+        return f"[bold]Peak[/bold] not estimated; {unknown}"
+    return f"[bold]Peak[/bold] at least {format_bytes(r.peak_bytes)} ({r.peak_bytes:,} bytes); {unknown}"
+
+
+def render_breakdown(console: Any, r: MemoryReport) -> None:
+    console.print(f"[bold]Breakdown at the peak[/bold] ({PHASES.get(r.phase, r.phase)})")
+    for key, value in r.breakdown.items():
+        note = ""
+        if key == "activations" and r.saved_activation_bytes and value < r.saved_activation_bytes:
+            # the peak after backward has freed what forward saved: say so, the table lists them
+            note = f"  (forward saves {format_bytes(r.saved_activation_bytes)}; backward has freed " + (
+                "them all" if value == 0 else f"{format_bytes(r.saved_activation_bytes - value)}") + " by the peak)"
+        console.print(f"  {key.replace('_', ' '):16} {format_bytes(value):>12}{note}")
 
 
 def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], str] = lambda line: str(line + 1)) -> None:
@@ -139,23 +198,33 @@ def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], s
             bar = "█" * round(12 * size / top)
             shape = "x".join(str(d) for d in lay.output_shape) if lay.output_shape else ""
             line = f"{Path(lay.file).name}:{lay.line + 1}" if lay.file else where(lay.line)  # built in the user's other module
-            table.add_row(lay.name, lay.type, line, f"{lay.params:,}", format_bytes(lay.param_bytes),
+            name = f"({r.model} itself)" if lay.name == "(model)" else lay.name
+            if lay.unknown:
+                table.add_row(name, lay.type, line, "?", "?", "?", "", "unknown")
+                continue
+            table.add_row(name, lay.type, line, f"{lay.params:,}", format_bytes(lay.param_bytes),
                           format_bytes(lay.activation_bytes), shape, bar)
-        console.print(table)
-        console.print("[bold]Breakdown at the peak[/bold]")
-        for key, value in r.breakdown.items():
-            console.print(f"  {key.replace('_', ' '):16} {format_bytes(value):>12}")
-        console.print(f"[bold]Peak[/bold] {format_bytes(r.peak_bytes)} ({r.peak_bytes:,} bytes, what max_memory_allocated() reports)")
-        if r.device == "cuda":
+        if r.layers:
+            console.print(table)
+            if any(lay.name == "(model)" for lay in r.layers):
+                console.print(f"  ({r.model} itself): the parameters {r.model} holds directly, and what the ops written in "
+                              f"its own forward() save")
+            render_breakdown(console, r)
+        console.print(peak_line(r))
+        if r.device == "cuda" and r.complete:
             console.print(f"  nvidia-smi would show about {format_bytes(r.peak_bytes + r.overhead_bytes)}: "
                           f"+{format_bytes(r.overhead_bytes)} CUDA context and allocator reserve (not in the peak)")
-        if not r.complete:
-            console.print("[yellow]Incomplete: part of the model or step could not be read (see assumptions).[/yellow]")
-        console.print("[bold]Assumptions[/bold]")
+        if r.unknowns:
+            console.print("[bold yellow]Unknown[/bold yellow] (the peak above is a lower bound until these are known)")
+            for a in r.unknowns:
+                console.print(f"  - {_located(a.text, path, where)}")
+        if r.assumptions:
+            console.print("[bold]Assumptions[/bold]")
         for a in r.assumptions:
             console.print(f"  - {_located(a.text, path, where)}")
         if r.budget_bytes is not None:
-            verdict = "[green]fits[/green]" if r.fits else "[red]does not fit[/red]"
+            verdict = ("[green]fits[/green]" if r.fits else "[red]does not fit[/red]" if r.fits is False
+                       else "[yellow]not known[/yellow] (the lower bound fits)")
             console.print(f"[bold]Budget[/bold] {format_bytes(r.budget_bytes)}: {verdict}"
                           + (f"; largest batch size that fits: {r.max_batch_size}" if r.max_batch_size is not None else ""))
             for s in r.suggestions:

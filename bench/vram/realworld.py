@@ -1,0 +1,182 @@
+"""The estimator on real code: unmodified scripts from public repositories (bench/vram/realworld/manifest.json).
+
+For each case it materialises the repository's files at the pinned commit from the fetched mirror
+(/work/.mirror/OWNER+NAME/repo, made by `fetch github:OWNER/NAME`; MIRROR= overrides) into bench/out/realworld/CASE,
+writes the synthetic data the case's setup names, then
+- measures the CPU peak of the script's first two optimizer steps with the torch venv (`--torch`, default .venv):
+  torch_preflight.measure.runtime.measure_script, the profiler's memory events replayed into a running peak;
+- estimates it with `torch-preflight estimate SCRIPT --device cpu -- ARGV` (static; never imports torch),
+and prints one row per case and the summary the issue asks for: the share of complete estimates, the median and
+worst |error| of the complete ones, and every complete estimate more than 10% low.
+
+Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them). makemore's script
+imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first (only the measuring
+process sees it).
+
+Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown] [--remeasure]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shlex
+import statistics
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+OUT = ROOT / "bench" / "out" / "realworld"
+MANIFEST = HERE / "realworld" / "manifest.json"
+MIRROR = Path(os.environ.get("MIRROR", "/work/.mirror"))
+sys.path.insert(0, str(ROOT))
+
+SITE = ROOT / "bench" / "out" / "realworld-site"  # what the scripts import beyond torch: `pip install --target ... tensorboard`
+MEASURE = """\
+import json, os, sys
+sys.path.insert(0, {root!r})
+sys.path.append({site!r})
+from torch_preflight.measure.runtime import measure_script
+os.chdir({cwd!r})
+m = measure_script({script!r}, {argv!r}, steps=2, device="cpu", quiet=True)
+print("@@" + json.dumps({{"peak_bytes": m.peak_bytes, "steps": m.steps_completed, "error": m.error}}))
+"""
+
+
+def materialise(case: dict, commit: str) -> Path:
+    """The case's folder of the repository at `commit`, file by file (a mirror may lack its largest files, such as
+    datasets: the case's setup writes synthetic ones in their place)."""
+    dest = OUT / case["name"]
+    if not (dest / ".materialised").exists():
+        git_dir = MIRROR / case["repo"].replace("/", "+") / "repo"
+        if not git_dir.exists():
+            raise SystemExit(f"{case['repo']} is not fetched: `fetch github:{case['repo']}` (or set MIRROR)")
+        git = ["git", "--git-dir", str(git_dir)]
+        names = subprocess.run([*git, "ls-tree", "-r", "--name-only", commit, "--", case["dir"] or "."], check=True,
+                               capture_output=True, text=True).stdout.split("\n")
+        for name in filter(None, names):
+            blob = subprocess.run([*git, "cat-file", "blob", f"{commit}:{name}"], capture_output=True)
+            if blob.returncode == 0:
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                (dest / name).write_bytes(blob.stdout)
+        (dest / ".materialised").write_text(commit)
+    work = dest / case["dir"] if case["dir"] else dest
+    for step in case["setup"]:
+        setup(step, work)
+    return work
+
+
+def setup(step: str, work: Path) -> None:
+    """Synthetic data in the layout the script reads: its content does not change the memory of a step."""
+    kind, *args = step.split()
+    rng = random.Random(0)
+    if kind == "tokens":  # nanoGPT's uint16 token files
+        folder, vocab = work / args[0], int(args[1])
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, n in (("train.bin", 200_000), ("val.bin", 20_000)):
+            if not (folder / name).exists():
+                (folder / name).write_bytes(b"".join(rng.randrange(vocab).to_bytes(2, "little") for _ in range(n)))
+    elif kind == "text":  # a character-level corpus
+        path, n = work / args[0], int(args[1])
+        if not path.exists():
+            letters = string.ascii_letters + " ,.!?\n"
+            path.write_text("".join(rng.choice(letters) for _ in range(n)))
+    elif kind == "words":  # a word-level corpus (wikitext's layout): train/valid/test.txt over a vocabulary of `args[1]`
+        folder, vocab = work / args[0], int(args[1])
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, lines in (("train.txt", 4000), ("valid.txt", 400), ("test.txt", 400)):
+            if not (folder / name).exists():
+                text = "\n".join(" ".join(f"w{rng.randrange(vocab)}" for _ in range(20)) for _ in range(lines))
+                (folder / name).write_text(text + "\n")
+    elif kind == "run":  # the repository's own data generator (it needs torch)
+        if not (work / ".setup-done").exists() and TORCH:
+            subprocess.run([TORCH, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
+            (work / ".setup-done").write_text("")
+    else:
+        raise SystemExit(f"unknown setup step {step!r}")
+
+
+def measure(case: dict, work: Path) -> dict:
+    code = MEASURE.format(root=str(ROOT), site=str(SITE), cwd=str(work), script=case["script"], argv=case["argv"])
+    proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=1200, cwd=work)
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    return {"peak_bytes": None, "error": (proc.stderr or proc.stdout)[-400:]}
+
+
+def estimate(case: dict, work: Path) -> tuple[int | None, bool, int]:
+    from torch_preflight.estimator import EstimateOptions, estimate_source
+
+    path = work / case["script"]
+    cwd = os.getcwd()
+    os.chdir(work)  # the script's relative paths (config files, data) are read from where it runs
+    try:
+        reports = estimate_source(path.read_text(encoding="utf-8"), str(path),
+                                  EstimateOptions(device="cpu", argv=tuple(case["argv"])))
+    finally:
+        os.chdir(cwd)
+    if not reports:
+        return None, False, 0
+    return reports[0].peak_bytes, reports[0].complete, len(reports[0].unknowns)
+
+
+def main() -> int:
+    global TORCH
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--torch", default=str(ROOT / ".venv" / "bin" / "python"))
+    parser.add_argument("--only")
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--remeasure", action="store_true")
+    parser.add_argument("--estimate-only", action="store_true", help="estimate every case; measure none (cached truth is shown)")
+    args = parser.parse_args()
+    TORCH = "" if args.estimate_only else args.torch
+    manifest = json.loads(MANIFEST.read_text())
+    OUT.mkdir(parents=True, exist_ok=True)
+    cache_path = OUT / "measured.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() and not args.remeasure else {}
+    rows = []
+    for case in manifest["cases"]:
+        if args.only and args.only != case["name"]:
+            continue
+        work = materialise(case, manifest["repos"][case["repo"]])
+        if not args.estimate_only and (case["name"] not in cache or cache[case["name"]].get("peak_bytes") is None):
+            cache[case["name"]] = measure(case, work)
+            cache_path.write_text(json.dumps(cache, indent=1))
+        truth = cache.get(case["name"], {}).get("peak_bytes")
+        est, complete, unknown = estimate(case, work)
+        err = (est - truth) / truth if truth and est is not None else None
+        rows.append((case, truth, est, complete, unknown, err))
+    mib = lambda n: f"{n / 2**20:.2f}" if n is not None else "-"  # noqa: E731
+    if args.markdown:
+        print("| case | script | measured CPU (MiB) | estimate (MiB) | complete | error |")
+        print("|---|---|---:|---:|---|---:|")
+    for case, truth, est, complete, unknown, err in rows:
+        where = f"{case['repo']}/{case['dir'] + '/' if case['dir'] else ''}{case['script']}"
+        e = f"{err:+.1%}" if err is not None else "-"
+        status = "yes" if complete else f"no ({unknown} unknown; at least)"
+        if args.markdown:
+            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {mib(truth)} | {mib(est)} | {status} | {e} |")
+        else:
+            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}")
+    measured = [r for r in rows if r[1] is not None]
+    done = [r for r in measured if r[3] and r[5] is not None]
+    errors = [abs(r[5]) for r in done]
+    low = [r[0]["name"] for r in done if r[5] < -0.10]
+    print()
+    print(f"cases measured: {len(measured)} of {len(rows)}; complete: {len(done)} ({len(done) / max(len(measured), 1):.0%})")
+    if errors:
+        print(f"complete estimates: median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}; "
+              f"complete and more than 10% low: {len(low)} {low if low else ''}")
+    return 0
+
+
+TORCH = sys.executable
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Configuration values the way training scripts write them: argparse, the command line, configurators, strings.
+
+The interpreter calls these for `argparse.ArgumentParser(...)` and its methods, `sys.argv`, `globals()`,
+`exec(open(path).read())` (a configurator such as nanoGPT's, read from the project, never run), `vars(ns)`,
+`ast.literal_eval` and the pure `str` methods. The script's own command line (`estimate train.py -- --batch-size 64`)
+is `argv`; without it, every option has its default, as when the script runs with no arguments.
+"""
+
+from __future__ import annotations
+
+import ast
+import os.path
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch_preflight.estimator.values import UNKNOWN, Obj, Qualified, Unknown
+
+# str methods that are pure functions of their (known) arguments
+STR_METHODS = {
+    "split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith", "replace", "join",
+    "partition", "rpartition", "isdigit", "isnumeric", "format", "removeprefix", "removesuffix", "count", "find",
+    "title", "capitalize", "zfill", "splitlines", "isalpha", "isidentifier",
+}
+CONVERTERS: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool}
+MAX_TEXT = 16 * 2**20  # a text file of the project larger than this is not read
+
+
+class FileText(str):
+    """The text of a project file (`open(path).read()`): a string that remembers its file, so that `exec` of it
+    (a configurator) reports lines in that file."""
+
+    path: str
+
+
+def project_path(path: str, base_dir: str) -> str:
+    """A relative path as the script would open it: beside the script, else from the folder the estimate runs in."""
+    if os.path.isabs(path):
+        return path
+    beside = os.path.join(base_dir, path)
+    return beside if os.path.exists(beside) or not os.path.exists(path) else os.path.abspath(path)
+
+
+def read_text(path: str, base_dir: str, mode: Any = "r") -> Any:
+    """`open(path, mode).read()` of a text file of the project: its content, as the script would read it (the
+    estimator reads the user's files, never runs them); unknown for binary modes, missing or huge files."""
+    if not isinstance(mode, str) or "b" in mode or any(c in mode for c in "wax+"):
+        return UNKNOWN
+    full = project_path(path, base_dir)
+    try:
+        if os.path.getsize(full) > MAX_TEXT:
+            return UNKNOWN
+        with open(full, encoding="utf-8") as f:
+            text = FileText(f.read())
+    except (OSError, UnicodeDecodeError):
+        return UNKNOWN
+    text.path = path
+    return text
+
+
+@dataclass
+class Option:
+    dest: str
+    flags: tuple[str, ...]  # "--batch-size", "-b"; empty for a positional
+    default: Any = None
+    type: Any = None  # a converter name ("int") or None
+    action: str = "store"
+    nargs: Any = None
+    const: Any = None
+
+
+@dataclass
+class Parser:
+    """An argparse.ArgumentParser as data: its options and defaults."""
+
+    options: list[Option] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+def _dest(names: list[str], kwargs: dict[str, Any]) -> str:
+    if isinstance(kwargs.get("dest"), str):
+        return str(kwargs["dest"])
+    longs = [n for n in names if n.startswith("--")]
+    name = (longs or names)[0]
+    return name.lstrip("-").replace("-", "_")
+
+
+def add_argument(parser: Parser, args: list[Any], kwargs: dict[str, Any]) -> None:
+    names = [a for a in args if isinstance(a, str)]
+    if not names or len(names) != len(args):
+        return
+    action = kwargs.get("action", "store")
+    action = action if isinstance(action, str) else "store"
+    default = kwargs.get("default", None)
+    if "default" not in kwargs:
+        default = {"store_true": False, "store_false": True}.get(action, None)
+    conv = kwargs.get("type")
+    conv_name = None if conv is None else conv.name if isinstance(conv, Qualified) else "?"  # "?": the script's own function
+    flags = tuple(n for n in names if n.startswith("-"))
+    parser.options.append(Option(_dest(names, kwargs), flags, default, conv_name, action, kwargs.get("nargs"), kwargs.get("const")))
+
+
+def _convert(option: Option, text: str) -> Any:
+    fn = CONVERTERS.get(option.type or "str")
+    if fn is None:
+        return Unknown(f"option {option.flags[0] if option.flags else option.dest} of a type that is not known")
+    if fn is bool:
+        return text not in ("", "0", "False", "false")
+    try:
+        return fn(text)
+    except ValueError:
+        return Unknown(f"option {option.dest}={text!r}")
+
+
+def parse_args(parser: Parser, argv: list[str] | None) -> tuple[Obj, list[str]]:
+    """The Namespace the script would get from `argv` (its defaults when None), and the arguments left over."""
+    values: dict[str, Any] = {}
+    for option in parser.options:
+        default = option.default
+        if isinstance(default, str) and option.type in CONVERTERS and option.action == "store":
+            default = _convert(option, default)  # argparse converts a string default with `type`
+        if not option.flags and option.nargs not in ("?", "*") and default is None:
+            default = Unknown(f"positional argument `{option.dest}`")
+        values[option.dest] = default
+    values.update(parser.defaults)
+    rest: list[str] = []
+    by_flag = {flag: option for option in parser.options for flag in option.flags}
+    positionals = [o for o in parser.options if not o.flags]
+    words = list(argv or [])
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        found = by_flag.get(flag)
+        i += 1
+        if found is None:
+            if not word.startswith("-") and positionals:
+                positional = positionals.pop(0)
+                values[positional.dest] = _convert(positional, word)
+            else:
+                rest.append(word)
+            continue
+        option = found
+        if option.action in ("store_true", "store_false", "store_const"):
+            values[option.dest] = {"store_true": True, "store_false": False}.get(option.action, option.const)
+        elif option.action == "count":
+            values[option.dest] = (values.get(option.dest) or 0) + 1
+        elif option.nargs in ("+", "*") or isinstance(option.nargs, int):
+            items = []
+            while i < len(words) and not words[i].startswith("-"):
+                items.append(_convert(option, words[i]))
+                i += 1
+            values[option.dest] = items
+        else:
+            text = inline if eq else (words[i] if i < len(words) else "")
+            i += 0 if eq else 1
+            values[option.dest] = _convert(option, text)
+    return Obj("Namespace", values), rest
+
+
+def parser_method(parser: Parser, name: str, args: list[Any], kwargs: dict[str, Any], argv: list[str] | None) -> Any:
+    if name == "add_argument":
+        add_argument(parser, args, kwargs)
+        return None
+    if name in ("add_argument_group", "add_mutually_exclusive_group"):
+        return parser  # a group's options are the parser's
+    if name == "set_defaults":
+        parser.defaults.update(kwargs)
+        return None
+    if name == "parse_args":
+        given = args[0] if args else kwargs.get("args")
+        return parse_args(parser, list(given) if isinstance(given, list) else argv)[0]
+    if name == "parse_known_args":
+        given = args[0] if args else kwargs.get("args")
+        ns, rest = parse_args(parser, list(given) if isinstance(given, list) else argv)
+        return (ns, rest)
+    return None
+
+
+def str_method(text: str, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    if name not in STR_METHODS or any(isinstance(v, (Unknown, Obj)) for v in (*args, *kwargs.values())):
+        return UNKNOWN
+    try:
+        result = getattr(text, name)(*args, **kwargs)
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+        return UNKNOWN
+    return list(result) if isinstance(result, tuple) and name not in ("partition", "rpartition") else result
+
+
+def literal_eval(value: Any) -> Any:
+    if not isinstance(value, str):
+        return UNKNOWN
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value  # nanoGPT's configurator keeps a string that is not a literal
+
+
+def os_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -> Any:
+    """`os.path.join` and friends on known strings; `os.path.exists` looks at the project's files (the estimate reads
+    files as the script would from its own folder, never runs it); `os.environ.get(k, default)` is the default, as
+    when the script runs with no such variable set (like argparse options without the command line)."""
+    if any(isinstance(a, (Unknown, Obj)) for a in args):
+        return UNKNOWN
+    if name in ("os.environ.get", "os.getenv"):
+        return args[1] if len(args) > 1 else kwargs.get("default")
+    strs = all(isinstance(a, str) for a in args) and bool(args)
+    if not strs:
+        return UNKNOWN
+    pure: dict[str, Any] = {"os.path.join": os.path.join, "os.path.basename": os.path.basename, "os.path.dirname": os.path.dirname,
+            "os.path.splitext": os.path.splitext, "os.path.expanduser": lambda p: p}
+    if name in pure:
+        result = pure[name](*args)
+        return list(result) if isinstance(result, tuple) else result
+    probes = {"os.path.exists": os.path.exists, "os.path.isfile": os.path.isfile, "os.path.isdir": os.path.isdir}
+    if name in probes and len(args) == 1:
+        return probes[name](project_path(args[0], base_dir))
+    return UNKNOWN
