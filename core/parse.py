@@ -44,6 +44,10 @@ def parse(source: SourceText, *, force_recovery: bool = False, cells: Sequence[t
     `cells`: (first line, line count) of parts that compile on their own, as a notebook's cells
     do; a broken part is repaired alone and reported once, the others stay intact."""
     text = source.text.replace("\x00", " ")
+    if cells and not force_recovery:
+        # Each cell must compile on its own, as IPython runs it: two cells of `'''` join
+        # into a valid string, but each is a syntax error.
+        return _parse_cells(text.splitlines(keepends=True), source, cells)
     if not force_recovery:
         try:
             return ParseResult(_ast_parse(text))

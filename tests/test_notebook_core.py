@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from expectations import expected
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch_preflight.core.config import config_from_table
 from torch_preflight.core.diagnostics import Applicability, Edit, Fix
@@ -482,6 +482,7 @@ _SNIPPETS = st.sampled_from([
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(_SNIPPETS, max_size=6).map("\n".join), min_size=1, max_size=5))
+@example(cells=["'''", "'''"])  # two broken cells that join into a valid string
 def test_broken_cells_never_crash_and_each_is_one_error(cells: list[str]) -> None:
     joined = join(from_cells([("code", text, None) for text in cells]))
     result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
