@@ -9,18 +9,25 @@ unchanged, so an edit inside one function rebuilds one piece. Class classificati
 import map are recomputed over the merged pieces, so the merged model equals
 `semantic.build` of the whole file (tests/test_incremental.py checks it with hypothesis).
 
-When any statement does not parse on its own (a syntax error, a statement split by a broken
-region), `build` returns None and the caller falls back to the full, error-recovering path.
+A statement that does not parse on its own (a syntax error, a statement split by a broken
+region) is repaired on its own by `core.parse` (the padded statement alone: its broken lines
+closed or neutralised), so an edit that breaks one statement re-models that statement only
+and the others keep their pieces. `parse_statements` is the same for a whole file: the CLI's
+`analyze()` parses a broken file statement by statement too (parso's error recovery finds
+the top-level statements), so the language server's result equals a fresh analysis.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import warnings
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import Any
 
 from torch_preflight.core.names import ImportMap
+from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
 from torch_preflight.core.source import SourceText, Span
 
@@ -31,6 +38,7 @@ Chunk = tuple[int, int]  # [start line, end line) of one top-level statement
 class _Parsed:
     body: list[ast.stmt]
     imports: list[tuple[int, int, ast.Import | ast.ImportFrom]]  # (BFS depth, BFS index, node)
+    errors: tuple[SyntaxProblem, ...] = ()  # the statement did not parse: it was repaired on its own
 
 
 @dataclass
@@ -70,7 +78,8 @@ class IncrementalBuilder:
 
     def __init__(self, module_name: str = "") -> None:
         self.module_name = module_name
-        self._parsed: dict[tuple[int, str], _Parsed | None] = {}
+        self._parsed: dict[tuple[int, str], _Parsed] = {}
+        self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self.reused = 0
         self.rebuilt = 0
@@ -78,26 +87,24 @@ class IncrementalBuilder:
         self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
         self._flow_parts: dict[int, tuple[ast.stmt, object]] = {}  # DataFlow index per top-level statement node
 
-    def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel | None:
+    def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel:
         """`tree`, when given, is `ast.parse` of this very text: its top-level statements are
         split by chunk instead of parsing each new chunk again (the same nodes either way)."""
         text = source.text.replace("\x00", " ")
         starts = source.line_starts
         parsed: list[tuple[int, str, _Parsed]] = []
-        new_parsed: dict[tuple[int, str], _Parsed | None] = {}
+        new_parsed: dict[tuple[int, str], _Parsed] = {}
         given = _split_tree(tree, chunks) if tree is not None else None
         for index, (start, end) in enumerate(chunks):
             code = text[starts[start] : starts[end] if end < len(starts) else len(text)]
             key = (start, code)
-            entry = self._parsed.get(key, False)
-            if entry is False:
-                entry = _Parsed(given[index], _import_nodes(given[index], code)) if given is not None else _parse_chunk(start, code)
-            new_parsed[key] = entry  # type: ignore[assignment]
+            entry = self._parsed.get(key)
             if entry is None:
-                self._parsed = new_parsed
-                return None
-            parsed.append((start, code, entry))  # type: ignore[arg-type]
+                entry = _Parsed(given[index], _import_nodes(given[index], code)) if given is not None else _parse_chunk(start, code)
+            new_parsed[key] = entry
+            parsed.append((start, code, entry))
         self._parsed = new_parsed
+        self.errors = _first_error(p for _, _, p in parsed)
 
         imports = ImportMap()
         ordered = sorted(
@@ -197,14 +204,62 @@ def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] |
     return groups
 
 
-def _parse_chunk(start: int, code: str) -> _Parsed | None:
+def _parse_chunk(start: int, code: str) -> _Parsed:
+    """One top-level statement, parsed alone (padded with blank lines so line numbers stay
+    absolute); one that does not parse is repaired alone, its first syntax error kept."""
+    padded = "\n" * start + code
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse("\n" * start + code)
+            tree = ast.parse(padded)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        repaired = parse(SourceText(padded))
+        return _Parsed(repaired.tree.body, _import_nodes(repaired.tree.body, code), tuple(repaired.errors[:1]))
     return _Parsed(tree.body, _import_nodes(tree.body, code))
+
+
+def _first_error(parsed: Any) -> list[SyntaxProblem]:
+    return next(([*p.errors] for p in parsed if p.errors), [])
+
+
+def statement_starts(module: Any) -> list[int]:
+    """First lines (0-based) of the top-level statements of a parso module."""
+    return [child.start_pos[0] - 1 for child in module.children if child.type != "endmarker"]
+
+
+@functools.cache
+def parso_grammar() -> Any:
+    """parso's grammar, loaded when first needed (it costs about 0.1 s)."""
+    import parso
+
+    return parso.load_grammar()
+
+
+def parse_statements(source: SourceText) -> ParseResult:
+    """`core.parse` for a file `ast` accepts. A broken file is parsed statement by statement:
+    parso's error recovery finds the top-level statements, each is parsed alone and a broken
+    one repaired alone (`_parse_chunk`), so a syntax error costs the findings of its own
+    statement only; the first error in the file is reported. The language server's
+    incremental builder does the same per statement, so both give the same model."""
+    text = source.text.replace("\x00", " ")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ParseResult(ast.parse(text))
+    except (SyntaxError, ValueError):
+        pass
+    except (RecursionError, MemoryError):
+        return parse(source)
+    try:
+        module = parso_grammar().parse(text, error_recovery=True, cache=False)
+    except Exception:  # parso is best effort: the whole-file repair is always right
+        return parse(source)
+    starts = source.line_starts
+    parsed = [
+        _parse_chunk(a, text[starts[a] : starts[b] if b < len(starts) else len(text)])
+        for a, b in chunk_lines(source, statement_starts(module))
+    ]
+    return ParseResult(ast.Module(body=[stmt for p in parsed for stmt in p.body], type_ignores=[]), _first_error(parsed))
 
 
 def _replay_import(imports: ImportMap, node: ast.Import | ast.ImportFrom, module_name: str) -> None:
@@ -231,4 +286,4 @@ def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, l
     return _Piece(module.events, functions, builder.classes, loops)
 
 
-__all__ = ["Chunk", "IncrementalBuilder", "chunk_lines"]
+__all__ = ["Chunk", "IncrementalBuilder", "chunk_lines", "parse_statements", "parso_grammar", "statement_starts"]

@@ -7,7 +7,6 @@ that the diff parser mutates in place is never read while it is being reparsed.
 from __future__ import annotations
 
 import ast
-import functools
 import logging
 import warnings
 from collections.abc import Callable
@@ -15,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import parso
 from parso.cache import parser_cache
 from torch_preflight.core.config import Config
-from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
+from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines, parso_grammar, statement_starts
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.notebook import neutralize
 from torch_preflight.core.project import Dependency, Project
@@ -31,11 +29,6 @@ from . import convert
 
 log = logging.getLogger(__name__)
 
-
-@functools.cache
-def _grammar() -> Any:
-    """parso's grammar, loaded when the first document is primed (not before the first diagnostics)."""
-    return parso.load_grammar()
 
 CELL_SCHEME = "vscode-notebook-cell"  # a notebook cell sent as a plain text document
 
@@ -137,7 +130,7 @@ class Document:
         parse costs about 0.5 s on 3,000 lines), so the server calls this after publishing."""
         if not self.primed and not self.is_cell:
             try:
-                _grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
+                parso_grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
                 self.primed = True
             except Exception:
                 log.exception("parso failed for %s", self.uri)
@@ -155,9 +148,9 @@ class Document:
                 tree = None
             if tree is not None:
                 return [min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1 for stmt in tree.body], tree
-        module = _grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
+        module = parso_grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
         self.primed = True
-        return [child.start_pos[0] - 1 for child in module.children if child.type != "endmarker"], None
+        return statement_starts(module), None
 
     def _analyze(self, config: Config) -> Result:
         if self.is_cell:
@@ -167,11 +160,11 @@ class Document:
             model = self.builder.build(self.source, chunk_lines(self.source, starts), self.path, tree)
         except Exception:  # parso is best effort: the full path below is always right
             log.exception("incremental parse failed for %s", self.uri)
-            model = None
-        if model is None:
             self.full_analyses += 1
             return analyze(self.text, self.path, config, project=self.project)
-        return self.scoped.check(self.builder, model, config, self.path, self.project)
+        result = self.scoped.check(self.builder, model, config, self.path, self.project)
+        result.syntax_errors = list(self.builder.errors)
+        return result
 
     def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
         key = (self.version, self.text, config)
@@ -195,4 +188,4 @@ class Document:
 
     def close(self) -> None:
         self.primed = False
-        parser_cache.get(_grammar()._hashed, {}).pop(self.parso_key, None)
+        parser_cache.get(parso_grammar()._hashed, {}).pop(self.parso_key, None)

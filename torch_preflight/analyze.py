@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic
+from torch_preflight.core.incremental import parse_statements
 from torch_preflight.core.memory import MemoryReport, ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.parse import SyntaxProblem, parse
@@ -92,11 +93,14 @@ def analyze(
 ) -> Result:
     """Parse, model and check one module. Never raises on bad input.
 
+    A broken file is parsed statement by statement (`core.incremental.parse_statements`),
+    as the language server does. `force_recovery` takes `core.parse`'s whole-file repair
+    path even for a valid file (tests compare it with the direct path).
     `project` resolves imports into the user's other modules; pass one per run or
     session to share its cache, or leave it out for a fresh one."""
     config = config or Config()
     source = SourceText(text)
-    parsed = parse(source, force_recovery=force_recovery)
+    parsed = parse(source, force_recovery=True) if force_recovery else parse_statements(source)
     model = build(parsed.tree, source, path)
     return check_model(model, config, path, parsed.errors, project=project)
 

@@ -8,8 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from torch_preflight.core.config import Config
-from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines
-from torch_preflight.core.parse import parse
+from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines, parse_statements, statement_starts
 from torch_preflight.core.semantic import build
 from torch_preflight.core.source import SourceText
 from torch_preflight.server import convert
@@ -58,7 +57,7 @@ edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(PAS
 
 
 def incremental_builds(builder: IncrementalBuilder, text: str, edits: list[tuple[float, float, str]], key: str):  # type: ignore[no-untyped-def]
-    """Apply `edits` one by one; after each, the builder's model from parso's diff-parsed statements (None: fall back)."""
+    """Apply `edits` one by one; after each, the builder's model from parso's diff-parsed statements."""
     import parso
 
     grammar = parso.load_grammar()
@@ -67,7 +66,7 @@ def incremental_builds(builder: IncrementalBuilder, text: str, edits: list[tuple
         text = text[:start] + new + text[start + min(end - start, 40):]
         source = SourceText(text)
         module = grammar.parse(text, diff_cache=True, path=key, cache=False)
-        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
+        chunks = chunk_lines(source, statement_starts(module))
         yield source, builder.build(source, chunks, "t.py")
 
 
@@ -91,6 +90,7 @@ def edit_and_compare(doc: Document, edits: list[tuple[float, float, str]], confi
         assert diagnostics(got) == diagnostics(full)
         assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
         assert got.suppressed == full.suppressed
+        assert got.syntax_errors == full.syntax_errors
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -110,10 +110,8 @@ def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]],
 def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str]]) -> None:
     builder = IncrementalBuilder()
     for source, model in incremental_builds(builder, BASE, edits, "<prop-test>"):
-        parsed = parse(source)
-        if model is None:
-            continue
-        assert parsed.ok, "chunks parsed although the file does not"
+        parsed = parse_statements(source)  # broken statements repaired one by one, as the builder does
+        assert builder.errors == parsed.errors
         full = build(parsed.tree, source, "t.py")
         assert list(model.functions) == list(full.functions)
         assert model.functions == full.functions
@@ -134,6 +132,24 @@ def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     doc.analysis(Config())
     assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
     assert doc.builder.reused >= 4
+    doc.close()
+
+
+def test_a_syntax_error_in_one_function_rebuilds_only_that_function() -> None:
+    doc = Document("file:///tmp/prop/broken.py", BASE, 0)
+    config = Config()
+    doc.analysis(config)
+    doc.prime()
+    line = BASE.splitlines().index("        loss.backward()")
+    end = types.Position(line, len("        loss.backward()"))
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=end, end=end), text="(")], 1, convert.UTF16)
+    got = doc.analysis(config)
+    assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
+    assert doc.builder.reused >= 4
+    assert got.syntax_errors and got.syntax_errors[0].position.line == line
+    assert "evaluate" in got.model.functions  # the statements the error does not touch keep their pieces
+    full = analyze(doc.text, doc.path, config)
+    assert (diagnostics(got), got.syntax_errors) == (diagnostics(full), full.syntax_errors)
     doc.close()
 
 
