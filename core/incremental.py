@@ -23,7 +23,7 @@ import ast
 import functools
 import warnings
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from torch_preflight.core.names import ImportMap
@@ -32,6 +32,7 @@ from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel
 from torch_preflight.core.source import SourceText, Span
 
 Chunk = tuple[int, int]  # [start line, end line) of one top-level statement
+MethodKey = tuple[int, str, str, int, tuple[tuple[str, str], ...]]  # first line, text, owner, loop base, imports
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class _Piece:
     functions: dict[str, Function]
     classes: dict[str, ClassInfo]
     loops: dict[int, Loop]
+    methods: dict[MethodKey, _Method] = field(default_factory=dict)  # its classes' methods, for the next rebuild
 
 
 def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
@@ -81,6 +83,7 @@ class IncrementalBuilder:
         self._parsed: dict[tuple[int, str], _Parsed] = {}
         self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
+        self._methods: dict[MethodKey, _Method] = {}  # the methods of the last rebuilt classes, see _PieceBuilder
         self.reused = 0
         self.rebuilt = 0
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
@@ -126,7 +129,7 @@ class IncrementalBuilder:
             piece_key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(piece_key)
             if piece is None:
-                piece = _build_piece(p.body, source, imports, len(loops))
+                piece = _build_piece(p.body, source, imports, len(loops), self._methods)
                 self.rebuilt += 1
             else:
                 self.reused += 1
@@ -137,6 +140,7 @@ class IncrementalBuilder:
             classes.update({name: replace(cls, is_module=False, owns_loop=False) for name, cls in piece.classes.items()})
             loops.update(piece.loops)
         self._pieces = new_pieces
+        self._methods = {k: m for piece in ordered_pieces for k, m in piece.methods.items()}
         self.units = [(chunk, code, p.body) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)]
         self._last = (source, imports, ordered_pieces, path)
         classifier = _Builder(source, imports)
@@ -273,8 +277,60 @@ def _replay_import(imports: ImportMap, node: ast.Import | ast.ImportFrom, module
     imports.add_from(base, node.names)
 
 
-def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int) -> _Piece:
-    builder = _Builder(source, imports)
+@dataclass
+class _Method:
+    """What building one method added: decorator events (module level), functions, classes, loops."""
+
+    events: list
+    functions: dict[str, Function]
+    classes: dict[str, ClassInfo]
+    loops: dict[int, Loop]
+    stmt: Span | None  # the builder's statement span afterwards
+
+
+class _PieceBuilder(_Builder):
+    """`_Builder` that reuses the methods of a top-level class whose text, first line, owner,
+    loop ids and import map are unchanged, so an edit inside one method of a large class
+    re-models that method, not the class. Only methods built with no enclosing guard,
+    context or loop are cached: what they add then depends on nothing else."""
+
+    def __init__(self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method]) -> None:
+        super().__init__(source, imports)
+        self.methods, self.kept = methods, kept
+        self.imports_key = tuple(sorted(imports.aliases.items()))
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None = None) -> None:
+        assert self.fn is not None
+        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack:
+            super().function(node, owner)
+            return
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        starts = self.source.line_starts
+        end = node.end_lineno or node.lineno
+        text = self.source.text[starts[first] : starts[end] if end < len(starts) else len(self.source.text)]
+        key = (first, text, owner, len(self.loops), self.imports_key)
+        method = self.methods.get(key)
+        if method is None:
+            events, functions, classes, loops = len(self.fn.events), len(self.functions), len(self.classes), len(self.loops)
+            super().function(node, owner)
+            method = _Method(
+                self.fn.events[events:],
+                dict(list(self.functions.items())[functions:]),
+                dict(list(self.classes.items())[classes:]),
+                dict(list(self.loops.items())[loops:]),
+                self.stmt,
+            )
+        else:
+            self.fn.events.extend(method.events)
+            self.functions.update(method.functions)
+            self.classes.update(method.classes)
+            self.loops.update(method.loops)
+            self.stmt = method.stmt
+        self.kept[key] = method
+
+
+def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method]) -> _Piece:
+    builder = _PieceBuilder(source, imports, methods, {})
     module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
     builder.functions[""] = module
     builder.fn = module
@@ -283,7 +339,7 @@ def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, l
     builder.body(body)
     loops = {k: v for k, v in builder.loops.items() if k >= loop_base}
     functions = {k: v for k, v in builder.functions.items() if k}
-    return _Piece(module.events, functions, builder.classes, loops)
+    return _Piece(module.events, functions, builder.classes, loops, builder.kept)
 
 
 __all__ = ["Chunk", "IncrementalBuilder", "chunk_lines", "parse_statements", "parso_grammar", "statement_starts"]

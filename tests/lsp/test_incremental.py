@@ -153,6 +153,24 @@ def test_a_syntax_error_in_one_function_rebuilds_only_that_function() -> None:
     doc.close()
 
 
+def test_an_edit_inside_one_method_rebuilds_only_that_method() -> None:
+    text = BASE + "\n\nclass Two(nn.Module):\n    def a(self, x):\n        return x\n\n    def b(self, x):\n        return x * 2\n"
+    doc = Document("file:///tmp/prop/methods.py", text, 0)
+    config = Config()
+    before = doc.analysis(config).model
+    doc.prime()
+    pos = to_utf16(text, text.index("x * 2") + len("x * 2"))
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="0")], 1, convert.UTF16)
+    after = doc.analysis(config).model
+    assert before is not None and after is not None
+    assert after.functions["Two.b"] is not before.functions["Two.b"]
+    assert after.functions["Two.a"] is before.functions["Two.a"]  # the class's other method was not re-modelled
+    assert after.functions["train"] is before.functions["train"]
+    full = build(parse_statements(after.source).tree, after.source, doc.path)
+    assert (after.functions, after.classes, after.loops) == (full.functions, full.classes, full.loops)
+    doc.close()
+
+
 def test_first_build_splits_the_whole_tree_like_per_statement_parses() -> None:
     """The first analysis hands the builder `ast.parse` of the whole text; the pieces must be
     those of parsing each chunk on its own (and a chunk that is no tree's statement refuses it)."""
