@@ -299,6 +299,10 @@ class _PieceBuilder(_Builder):
         self.methods, self.kept = methods, kept
         self.imports_key = tuple(sorted(imports.aliases.items()))
 
+    def _statement(self) -> Span | None:
+        stmt: Span | None = self.stmt
+        return stmt
+
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None = None) -> None:
         assert self.fn is not None
         if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack:
@@ -318,7 +322,7 @@ class _PieceBuilder(_Builder):
                 dict(list(self.functions.items())[functions:]),
                 dict(list(self.classes.items())[classes:]),
                 dict(list(self.loops.items())[loops:]),
-                self.stmt,
+                self._statement(),
             )
         else:
             self.fn.events.extend(method.events)

@@ -125,7 +125,7 @@ async def replay(path: Path, text: str, keys: list[Keystroke]) -> dict[str, Any]
     c0, w0 = time.process_time(), time.perf_counter()
     server.lsp_diagnostics(doc)
     result: dict[str, Any] = {"cold_cpu": time.process_time() - c0, "cold": time.perf_counter() - w0, "latencies": {}, "cpu": {}}
-    await asyncio.sleep(0)  # the server primes parso after the first diagnostics
+    await server.settle(doc)  # the server primes parso after the first diagnostics
     for n, key in enumerate(keys):
         c, w = time.process_time(), time.perf_counter()
         doc.update([change(key)], n + 2, "utf-16")
@@ -137,6 +137,7 @@ async def replay(path: Path, text: str, keys: list[Keystroke]) -> dict[str, Any]
     result["hints_cpu"], result["hints"] = time.process_time() - c, time.perf_counter() - w
     server.docs.clear()
     doc.close()
+    server.executor.shutdown()
     gc.unfreeze()
     return result
 
