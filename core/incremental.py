@@ -20,6 +20,7 @@ the top-level statements), so the language server's result equals a fresh analys
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import warnings
 from collections import deque
@@ -81,6 +82,7 @@ class IncrementalBuilder:
     def __init__(self, module_name: str = "") -> None:
         self.module_name = module_name
         self._parsed: dict[tuple[int, str], _Parsed] = {}
+        self._by_start: dict[int, tuple[str, _Parsed]] = {}  # last build: each statement's text and parse, by first line
         self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self._methods: dict[MethodKey, _Method] = {}  # the methods of the last rebuilt classes, see _PieceBuilder
@@ -102,11 +104,15 @@ class IncrementalBuilder:
             code = text[starts[start] : starts[end] if end < len(starts) else len(text)]
             key = (start, code)
             entry = self._parsed.get(key)
+            if entry is None and given is not None:
+                entry = _Parsed(given[index], _import_nodes(given[index], code))
             if entry is None:
-                entry = _Parsed(given[index], _import_nodes(given[index], code)) if given is not None else _parse_chunk(start, code)
+                before = self._by_start.get(start)
+                entry = (before is not None and _reparse_method(start, before[0], before[1], code)) or _parse_chunk(start, code)
             new_parsed[key] = entry
             parsed.append((start, code, entry))
         self._parsed = new_parsed
+        self._by_start = {start: (code, entry) for start, code, entry in parsed}
         self.errors = _first_error(p for _, _, p in parsed)
 
         imports = ImportMap()
@@ -220,6 +226,48 @@ def _parse_chunk(start: int, code: str) -> _Parsed:
         repaired = parse(SourceText(padded))
         return _Parsed(repaired.tree.body, _import_nodes(repaired.tree.body, code), tuple(repaired.errors[:1]))
     return _Parsed(tree.body, _import_nodes(tree.body, code))
+
+
+def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:
+    """The parse of a top-level class whose edit stays inside one of its methods, from its
+    previous parse: only that method is parsed again (inside a stand-in `class _:` header, so
+    its indentation and absolute line numbers hold), the other statements of the class body
+    are the previous nodes. Only when the line count is unchanged and the method alone parses
+    into one function ending on the same line, which is then what a parse of the whole class
+    gives (the text around it is the same, and the method leaves the tokenizer where the old
+    one did). None otherwise: the caller parses the whole statement."""
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
+        return None
+    old_lines, lines = old_code.split("\n"), code.split("\n")
+    if len(old_lines) != len(lines):
+        return None
+    first = next((i for i, (a, b) in enumerate(zip(old_lines, lines, strict=True)) if a != b), None)
+    if first is None:
+        return None
+    last = max(i for i, (a, b) in enumerate(zip(old_lines, lines, strict=True)) if a != b)
+    cls = old.body[0]
+    span = {i: (min([s.lineno, *(d.lineno for d in s.decorator_list)]) - 1 - start, (s.end_lineno or s.lineno) - 1 - start)
+            for i, s in enumerate(cls.body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}  # 0-based lines in the chunk
+    index = next((i for i, (top, bottom) in span.items() if top <= first and last <= bottom), None)
+    if index is None:
+        return None
+    stmt = cls.body[index]
+    top, bottom = span[index]
+    padded = "\n" * (start + top - 1) + "class _:\n" + "\n".join(lines[top : bottom + 1]) + "\n"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapper = ast.parse(padded).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
+    if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
+        return None
+    new = copy.copy(cls)
+    new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
+    if index == len(cls.body) - 1:  # a block ends where its last statement ends
+        new.end_lineno, new.end_col_offset = body[0].end_lineno, body[0].end_col_offset
+    return _Parsed([new], _import_nodes([new], code))
 
 
 def _first_error(parsed: Any) -> list[SyntaxProblem]:

@@ -121,6 +121,55 @@ def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str
         assert ast.dump(model.tree, include_attributes=True) == ast.dump(full.tree, include_attributes=True)
 
 
+CLASS = BASE + '''
+
+class Trainer:
+    """Several methods: an edit inside one re-parses and re-models that method only."""
+
+    def fit(self, loader):
+        for x in loader:
+            self.step(x)  # a comment (
+
+    @torch.no_grad()
+    def evaluate(self, loader):
+        return [self.net(x) for x in loader]
+
+    def step(self, x):
+        loss = self.net(x).sum()
+        loss.backward()
+'''
+KEYS = ["(", ")", "1", " ", "x", ":", "'", '"', "#", "\\", "'''", "    ", "\t", "def g():", "@", ","]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.floats(0.75, 1), st.sampled_from(KEYS), st.booleans()), min_size=1, max_size=8))
+def test_keystrokes_inside_methods_match_a_full_parse(keys: list[tuple[float, str, bool]]) -> None:
+    """Typed and deleted keys inside a class's methods (the line count stays; `_reparse_method`
+    applies): the builder's tree and model equal a fresh statement-by-statement parse."""
+    import parso
+
+    grammar = parso.load_grammar()
+    builder = IncrementalBuilder()
+    text = CLASS
+    versions = []
+    for where, key, delete in keys:
+        at = int(where * len(text))
+        text = text[:at] + key + text[at:]
+        versions.append(text)
+        if delete:
+            text = text[:at] + text[at + len(key) :]
+            versions.append(text)
+    for text in versions:
+        source = SourceText(text)
+        module = grammar.parse(text, diff_cache=True, path="<prop-methods>", cache=False)
+        model = builder.build(source, chunk_lines(source, statement_starts(module)), "t.py")
+        parsed = parse_statements(source)
+        full = build(parsed.tree, source, "t.py")
+        assert ast.dump(model.tree, include_attributes=True) == ast.dump(full.tree, include_attributes=True)
+        assert (model.functions, model.classes, model.loops) == (full.functions, full.classes, full.loops)
+        assert builder.errors == parsed.errors
+
+
 def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     doc = Document("file:///tmp/prop/u.py", BASE, 0)
     doc.analysis(Config())
@@ -165,6 +214,8 @@ def test_an_edit_inside_one_method_rebuilds_only_that_method() -> None:
     assert before is not None and after is not None
     assert after.functions["Two.b"] is not before.functions["Two.b"]
     assert after.functions["Two.a"] is before.functions["Two.a"]  # the class's other method was not re-modelled
+    two_before, two_after = (next(s for s in m.tree.body if getattr(s, "name", "") == "Two") for m in (before, after))
+    assert two_after.body[0] is two_before.body[0]  # nor parsed again
     assert after.functions["train"] is before.functions["train"]
     full = build(parse_statements(after.source).tree, after.source, doc.path)
     assert (after.functions, after.classes, after.loops) == (full.functions, full.classes, full.loops)
