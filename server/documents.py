@@ -177,6 +177,11 @@ class Document:
     def _analyze(self, config: Config, text: str, source: SourceText, stale: Callable[[], bool] | None) -> Result:
         if self.is_cell:
             return analyze(_cell_module(text)[0], self.path, config)
+        if "\r" in text and "\r" in text.replace("\r\n", ""):
+            # A lone carriage return ends a line for Python, not for SourceText: per-statement
+            # line numbers would disagree with the whole file's, so take the full path.
+            self.full_analyses += 1
+            return analyze(text, self.path, config, project=self.project)
         try:
             starts, tree = self._statements(text)
             model = self.builder.build(source, chunk_lines(source, starts), self.path, tree)
