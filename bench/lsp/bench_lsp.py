@@ -12,8 +12,11 @@ version, inlay hints for the whole file; `ruff server` with the same keystrokes 
 slowest files listed. `--in-process` replays the same keystrokes through the server's document
 in this process and reports CPU time per keystroke (robust against other jobs on the machine).
 
+`--imports N` lists the server's N costliest imports (`python -X importtime`, best of three).
+
 Usage: python bench/lsp/bench_lsp.py [--edits 200] [--lines 3000]
        python bench/lsp/bench_lsp.py --real [--pairs 20] [--in-process] [--only NAME] [--no-ruff]
+       python bench/lsp/bench_lsp.py --imports 25
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -195,6 +199,24 @@ def generated(args: argparse.Namespace) -> int:
 KINDS = ("valid", "broken")
 
 
+def imports(top: int) -> int:
+    """What the server imports before it can answer, by `python -X importtime` (cumulative
+    microseconds per module, the slowest first; best of three runs, byte-compiled)."""
+    best: dict[str, int] = {}
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-X", "importtime", "-c", "import torch_preflight.server.server"], capture_output=True, text=True, check=True)
+        for line in run.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1].strip().isdigit():
+                name = parts[2].rstrip()
+                best[name] = min(best.get(name, 1 << 62), int(parts[1]))
+    rows = sorted(best.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    print("| module (indented: imported by the one above) | cumulative |\n|---|---|")
+    for name, us in rows:
+        print(f"| `{name}` | {us / 1000:.1f} ms |")
+    return 0
+
+
 def real(args: argparse.Namespace) -> int:
     paths = [p for p in files(args.min_lines) if not args.only or any(o in str(p) for o in args.only)]
     rows: list[dict[str, Any]] = []
@@ -279,8 +301,11 @@ def main() -> int:
     parser.add_argument("--min-lines", type=int, default=300, help="real-files mode: corpus files over this many lines")
     parser.add_argument("--no-ruff", action="store_true")
     parser.add_argument("--slowest", type=int, default=10)
+    parser.add_argument("--imports", type=int, metavar="N", help="list the N costliest imports of the server (python -X importtime)")
     args = parser.parse_args()
     compile_package()
+    if args.imports:
+        return imports(args.imports)
     return real(args) if args.real else generated(args)
 
 
