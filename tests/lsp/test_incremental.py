@@ -170,6 +170,47 @@ def test_keystrokes_inside_methods_match_a_full_parse(keys: list[tuple[float, st
         assert builder.errors == parsed.errors
 
 
+TRAINER = BASE + '''
+
+class Trainer:
+    def __init__(self, net, optimizer, loader):
+        self.net, self.optimizer, self.loader = net, optimizer, loader
+        self.criterion = nn.CrossEntropyLoss()
+
+    def fit(self, epochs):
+        for _ in range(epochs):
+            self.epoch()
+
+    def epoch(self):
+        for x, y in self.loader:
+            loss = self.criterion(self.net(x), y)
+            loss.backward()
+            self.optimizer.step()
+
+    def validate(self):
+        self.net.eval()
+        for x, y in self.loader:
+            print(self.net(x).argmax(1).eq(y).sum())
+
+    def save(self, path):
+        torch.save(self.net.state_dict(), path)
+'''
+METHOD_KEYS = ["(", "1", " ", "x", "#", "self.optimizer.zero_grad()", "with torch.no_grad(): ", "self.epoch()", "\n        ", "self.criterion = None; "]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.floats(0.55, 1), st.floats(0, 1), st.sampled_from(METHOD_KEYS)), min_size=1, max_size=6), st.sampled_from([(), ("ALL",)]))
+def test_edits_inside_the_methods_of_a_class_match_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
+    """Edits inside one method of a class (re-parsed and re-modelled alone): the result
+    still equals a fresh analysis."""
+    doc = Document("file:///tmp/prop/trainer.py", TRAINER, 0)
+    config = Config(select=select)
+    doc.analysis(config)
+    doc.prime()
+    edit_and_compare(doc, [(a, a + b * 0.002, key) for a, b, key in edits], config, 6)
+    doc.close()
+
+
 def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     doc = Document("file:///tmp/prop/u.py", BASE, 0)
     doc.analysis(Config())
