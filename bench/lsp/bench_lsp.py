@@ -113,11 +113,15 @@ async def drive(cmd: list[str], uri: str, text: str, keys: list[Keystroke], hint
     return result
 
 
-async def replay(path: Path, text: str, keys: list[Keystroke]) -> dict[str, Any]:
+async def replay(path: Path, text: str, keys: list[Keystroke], verify: bool = False) -> dict[str, Any]:
     """The same keystrokes through the server's own handlers in this process: CPU time
-    (`time.process_time`) and wall time per keystroke, from the change to its diagnostics."""
+    (`time.process_time`) and wall time per keystroke, from the change to its diagnostics.
+    `verify`: after each keystroke (untimed), the document's analysis must equal a fresh
+    `analyze()` of its text; the differences are counted."""
     from torch_preflight.server.documents import Document
     from torch_preflight.server.server import PreflightServer
+
+    from torch_preflight.analyze import analyze
 
     class Server(PreflightServer):
         encoding = "utf-16"  # no client negotiated one: the default
@@ -136,6 +140,10 @@ async def replay(path: Path, text: str, keys: list[Keystroke]) -> dict[str, Any]
         server.lsp_diagnostics(doc)
         result["cpu"].setdefault(key[0], []).append(time.process_time() - c)
         result["latencies"].setdefault(key[0], []).append(time.perf_counter() - w)
+        if verify:
+            got, full = doc.analysis(server.config_for(doc)), analyze(doc.text, doc.path, server.config_for(doc), project=server.project)
+            same = [(d.code, d.span, d.message) for d in got.diagnostics] == [(d.code, d.span, d.message) for d in full.diagnostics]
+            result["differences"] = result.get("differences", 0) + (not same or got.syntax_errors != full.syntax_errors)
     c, w = time.process_time(), time.perf_counter()
     server.reports(doc)
     result["hints_cpu"], result["hints"] = time.process_time() - c, time.perf_counter() - w
@@ -226,7 +234,7 @@ def real(args: argparse.Namespace) -> int:
         keys = pairs("valid", sample(valid_edits(text), args.pairs)) + pairs("broken", sample(broken_edits(text), args.pairs))
         uri = "file:///tmp/torch_preflight_bench/" + path.name
         if args.in_process:
-            ours = asyncio.run(replay(path, text, keys))
+            ours = asyncio.run(replay(path, text, keys, args.verify))
         else:
             ours = asyncio.run(drive(ours_cmd(), uri, text, keys, hints=True))
         theirs = asyncio.run(drive(ruff, uri, text, keys, hints=False)) if ruff else None
@@ -248,7 +256,7 @@ def stats(values: list[float] | None) -> tuple[float | None, float | None]:
 def summary(row: dict[str, Any], cpu: bool) -> str:
     o = row["ours"]
     key = "cpu" if cpu else "latencies"
-    parts = [f"cold {ms(o.get('cold_cpu', o['cold']))}"]
+    parts = [f"cold {ms(o.get('cold_cpu', o['cold']))}"] + ([f"{o['differences']} versions differ from a fresh analysis"] if "differences" in o else [])
     for kind in KINDS:
         p50, p95 = stats(o[key].get(kind))
         parts.append(f"{kind} {ms(p50)}/{ms(p95)}")
@@ -299,6 +307,7 @@ def main() -> int:
     parser.add_argument("--in-process", action="store_true", help="real-files mode: CPU time per keystroke in this process, no ruff")
     parser.add_argument("--only", action="append", help="real-files mode: only files whose path contains this (repeatable)")
     parser.add_argument("--min-lines", type=int, default=300, help="real-files mode: corpus files over this many lines")
+    parser.add_argument("--verify", action="store_true", help="with --in-process: compare each version with a fresh analyze()")
     parser.add_argument("--no-ruff", action="store_true")
     parser.add_argument("--slowest", type=int, default=10)
     parser.add_argument("--imports", type=int, metavar="N", help="list the N costliest imports of the server (python -X importtime)")
