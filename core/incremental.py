@@ -85,7 +85,7 @@ class IncrementalBuilder:
         self._by_start: dict[int, tuple[str, _Parsed]] = {}  # last build: each statement's text and parse, by first line
         self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
-        self._methods: dict[MethodKey, _Method] = {}  # the methods of the last rebuilt classes, see _PieceBuilder
+        self._methods: dict[MethodKey, _Method] = {}  # the methods of the last build's classes, see _PieceBuilder
         self.reused = 0
         self.rebuilt = 0
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
@@ -281,7 +281,7 @@ def statement_starts(module: Any) -> list[int]:
 
 @functools.cache
 def parso_grammar() -> Any:
-    """parso's grammar, loaded when first needed (it costs about 0.1 s)."""
+    """parso's grammar, loaded when first needed (not before the first diagnostics of a valid file)."""
     import parso
 
     return parso.load_grammar()
