@@ -340,7 +340,10 @@ class _PieceBuilder(_Builder):
     """`_Builder` that reuses the methods of a top-level class whose text, first line, owner,
     loop ids and import map are unchanged, so an edit inside one method of a large class
     re-models that method, not the class. Only methods built with no enclosing guard,
-    context or loop are cached: what they add then depends on nothing else."""
+    context or loop are cached: what they add then depends on nothing else. A hit replays
+    what `_Builder.function` adds (module-level decorator events, functions, classes, loops,
+    the statement span): state that `_Builder` may gain later must be added to `_Method`
+    (the hypothesis tests in tests/lsp/test_incremental.py compare with a full build)."""
 
     def __init__(self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method]) -> None:
         super().__init__(source, imports)
