@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install imports test demo dist lint docs bench-vram bench-real bench-blind bench-hard bench-lsp clean
+.PHONY: help install imports test demo dist lint docs bench-vram bench-real bench-blind bench-hard bench-lsp bench-lsp-real clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -116,3 +116,9 @@ bench-vram: $(STAMP) $(TORCH_VENV)/bin/python ## VRAM estimator accuracy: estima
 # ---- bench-lsp: language-server latency vs ruff server (issue 6; not part of `make test`) ----
 bench-lsp: $(STAMP) ## LSP latency: didChange -> diagnostics p50/p95, inlay hints, cold start, vs `ruff server`
 	$(BIN)/python bench/lsp/bench_lsp.py --edits 200
+
+# Real files (issue 19): bench/lsp/real_files.json, fetched into bench/out/lsp/files (pip download,
+# git), plus every bench/out/corpus file over 300 lines when `make bench-real` built the corpus.
+bench-lsp-real: $(STAMP) ## LSP latency on real files: valid and broken keystrokes, cold start, hints, vs ruff; then CPU time in-process
+	$(BIN)/python bench/lsp/bench_lsp.py --real
+	$(BIN)/python bench/lsp/bench_lsp.py --real --in-process

@@ -672,7 +672,7 @@ class DataFlow:
         parents = self.parents(call)
         node: ast.expr = call
         parent = parents.get(id(node))
-        while _is_conversion(parent, node):  # `int(df["age"].min())`, `x.min().item()`
+        while isinstance(parent, ast.expr) and _is_conversion(parent, node):  # `int(df["age"].min())`, `x.min().item()`
             node = parent
             parent = parents.get(id(node))
             if isinstance(parent, ast.Call) and parent.func is node:  # the `()` of `.item()`

@@ -9,28 +9,39 @@ unchanged, so an edit inside one function rebuilds one piece. Class classificati
 import map are recomputed over the merged pieces, so the merged model equals
 `semantic.build` of the whole file (tests/test_incremental.py checks it with hypothesis).
 
-When any statement does not parse on its own (a syntax error, a statement split by a broken
-region), `build` returns None and the caller falls back to the full, error-recovering path.
+A statement that does not parse on its own (a syntax error, a statement split by a broken
+region) is repaired on its own by `core.parse` (the padded statement alone: its broken lines
+closed or neutralised), so an edit that breaks one statement re-models that statement only
+and the others keep their pieces. `parse_statements` is the same for a whole file: the CLI's
+`analyze()` parses a broken file statement by statement too (parso's error recovery finds
+the top-level statements), so the language server's result equals a fresh analysis.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import warnings
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from torch_preflight.core.names import ImportMap
+from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
 from torch_preflight.core.source import SourceText, Span
 
 Chunk = tuple[int, int]  # [start line, end line) of one top-level statement
+MethodKey = tuple[int, str, str, int, tuple[tuple[str, str], ...]]  # first line, text, owner, loop base, imports
 
 
 @dataclass(frozen=True)
 class _Parsed:
     body: list[ast.stmt]
     imports: list[tuple[int, int, ast.Import | ast.ImportFrom]]  # (BFS depth, BFS index, node)
+    errors: tuple[SyntaxProblem, ...] = ()  # the statement did not parse: it was repaired on its own
+    repaired: frozenset[int] = frozenset()  # lines whose statement that repair dropped (core.parse.ParseResult.repaired)
 
 
 @dataclass
@@ -39,6 +50,7 @@ class _Piece:
     functions: dict[str, Function]
     classes: dict[str, ClassInfo]
     loops: dict[int, Loop]
+    methods: dict[MethodKey, _Method] = field(default_factory=dict)  # its classes' methods, for the next rebuild
 
 
 def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
@@ -70,34 +82,41 @@ class IncrementalBuilder:
 
     def __init__(self, module_name: str = "") -> None:
         self.module_name = module_name
-        self._parsed: dict[tuple[int, str], _Parsed | None] = {}
+        self._parsed: dict[tuple[int, str], _Parsed] = {}
+        self._by_start: dict[int, tuple[str, _Parsed]] = {}  # last build: each statement's text and parse, by first line
+        self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
+        self.repaired: frozenset[int] = frozenset()  # last build: lines whose statement the repair dropped
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
+        self._methods: dict[MethodKey, _Method] = {}  # the methods of the last build's classes, see _PieceBuilder
         self.reused = 0
         self.rebuilt = 0
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
         self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
         self._flow_parts: dict[int, tuple[ast.stmt, object]] = {}  # DataFlow index per top-level statement node
 
-    def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel | None:
+    def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel:
         """`tree`, when given, is `ast.parse` of this very text: its top-level statements are
         split by chunk instead of parsing each new chunk again (the same nodes either way)."""
         text = source.text.replace("\x00", " ")
         starts = source.line_starts
         parsed: list[tuple[int, str, _Parsed]] = []
-        new_parsed: dict[tuple[int, str], _Parsed | None] = {}
+        new_parsed: dict[tuple[int, str], _Parsed] = {}
         given = _split_tree(tree, chunks) if tree is not None else None
         for index, (start, end) in enumerate(chunks):
             code = text[starts[start] : starts[end] if end < len(starts) else len(text)]
             key = (start, code)
-            entry = self._parsed.get(key, False)
-            if entry is False:
-                entry = _Parsed(given[index], _import_nodes(given[index], code)) if given is not None else _parse_chunk(start, code)
-            new_parsed[key] = entry  # type: ignore[assignment]
+            entry = self._parsed.get(key)
+            if entry is None and given is not None:
+                entry = _Parsed(given[index], _import_nodes(given[index], code))
             if entry is None:
-                self._parsed = new_parsed
-                return None
-            parsed.append((start, code, entry))  # type: ignore[arg-type]
+                before = self._by_start.get(start)
+                entry = (before is not None and _reparse_method(start, before[0], before[1], code)) or _parse_chunk(start, code)
+            new_parsed[key] = entry
+            parsed.append((start, code, entry))
         self._parsed = new_parsed
+        self._by_start = {start: (code, entry) for start, code, entry in parsed}
+        self.errors = _first_error(p for _, _, p in parsed)
+        self.repaired = frozenset().union(*(p.repaired for _, _, p in parsed))
 
         imports = ImportMap()
         ordered = sorted(
@@ -119,7 +138,7 @@ class IncrementalBuilder:
             piece_key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(piece_key)
             if piece is None:
-                piece = _build_piece(p.body, source, imports, len(loops))
+                piece = _build_piece(p.body, source, imports, len(loops), self._methods)
                 self.rebuilt += 1
             else:
                 self.reused += 1
@@ -130,6 +149,7 @@ class IncrementalBuilder:
             classes.update({name: replace(cls, is_module=False, owns_loop=False) for name, cls in piece.classes.items()})
             loops.update(piece.loops)
         self._pieces = new_pieces
+        self._methods = {k: m for piece in ordered_pieces for k, m in piece.methods.items()}
         self.units = [(chunk, code, p.body) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)]
         self._last = (source, imports, ordered_pieces, path)
         classifier = _Builder(source, imports)
@@ -197,14 +217,105 @@ def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] |
     return groups
 
 
-def _parse_chunk(start: int, code: str) -> _Parsed | None:
+def _parse_chunk(start: int, code: str) -> _Parsed:
+    """One top-level statement, parsed alone (padded with blank lines so line numbers stay
+    absolute); one that does not parse is repaired alone, its first syntax error kept."""
+    padded = "\n" * start + code
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse("\n" * start + code)
+            tree = ast.parse(padded)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        repaired = parse(SourceText(padded))
+        return _Parsed(repaired.tree.body, _import_nodes(repaired.tree.body, code), tuple(repaired.errors[:1]), repaired.repaired)
+    return _Parsed(tree.body, _import_nodes(tree.body, code))
+
+
+def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:
+    """The parse of a top-level class whose edit stays inside one of its methods, from its
+    previous parse: only that method is parsed again (inside a stand-in `class _:` header, so
+    its indentation and absolute line numbers hold), the other statements of the class body
+    are the previous nodes. Only when the line count is unchanged and the method alone parses
+    into one function ending on the same line, which is then what a parse of the whole class
+    gives (the text around it is the same, and the method leaves the tokenizer where the old
+    one did). None otherwise: the caller parses the whole statement."""
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
+        return None
+    old_lines, lines = old_code.split("\n"), code.split("\n")
+    if len(old_lines) != len(lines):
+        return None
+    first = next((i for i, (a, b) in enumerate(zip(old_lines, lines, strict=True)) if a != b), None)
+    if first is None:
+        return None
+    last = max(i for i, (a, b) in enumerate(zip(old_lines, lines, strict=True)) if a != b)
+    cls = old.body[0]
+    span = {i: (min([s.lineno, *(d.lineno for d in s.decorator_list)]) - 1 - start, (s.end_lineno or s.lineno) - 1 - start)
+            for i, s in enumerate(cls.body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}  # 0-based lines in the chunk
+    index = next((i for i, (top, bottom) in span.items() if top <= first and last <= bottom), None)
+    if index is None:
+        return None
+    stmt = cls.body[index]
+    top, bottom = span[index]
+    padded = "\n" * (start + top - 1) + "class _:\n" + "\n".join(lines[top : bottom + 1]) + "\n"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapper = ast.parse(padded).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _Parsed(tree.body, _import_nodes(tree.body, code))
+    body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
+    if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
+        return None
+    new = copy.copy(cls)
+    new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
+    if index == len(cls.body) - 1:  # a block ends where its last statement ends
+        new.end_lineno, new.end_col_offset = body[0].end_lineno, body[0].end_col_offset
+    return _Parsed([new], _import_nodes([new], code))
+
+
+def _first_error(parsed: Any) -> list[SyntaxProblem]:
+    return next(([*p.errors] for p in parsed if p.errors), [])
+
+
+def statement_starts(module: Any) -> list[int]:
+    """First lines (0-based) of the top-level statements of a parso module."""
+    return [child.start_pos[0] - 1 for child in module.children if child.type != "endmarker"]
+
+
+@functools.cache
+def parso_grammar() -> Any:
+    """parso's grammar, loaded when first needed (not before the first diagnostics of a valid file)."""
+    import parso
+
+    return parso.load_grammar()
+
+
+def parse_statements(source: SourceText) -> ParseResult:
+    """`core.parse` for a file `ast` accepts. A broken file is parsed statement by statement:
+    parso's error recovery finds the top-level statements, each is parsed alone and a broken
+    one repaired alone (`_parse_chunk`), so a syntax error costs the findings of its own
+    statement only; the first error in the file is reported. The language server's
+    incremental builder does the same per statement, so both give the same model."""
+    text = source.text.replace("\x00", " ")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ParseResult(ast.parse(text))
+    except (SyntaxError, ValueError):
+        pass
+    except (RecursionError, MemoryError):
+        return parse(source)
+    try:
+        module = parso_grammar().parse(text, error_recovery=True, cache=False)
+    except Exception:  # parso is best effort: the whole-file repair is always right
+        return parse(source)
+    starts = source.line_starts
+    parsed = [
+        _parse_chunk(a, text[starts[a] : starts[b] if b < len(starts) else len(text)])
+        for a, b in chunk_lines(source, statement_starts(module))
+    ]
+    body = [stmt for p in parsed for stmt in p.body]
+    return ParseResult(ast.Module(body=body, type_ignores=[]), _first_error(parsed), frozenset().union(*(p.repaired for p in parsed)))
 
 
 def _replay_import(imports: ImportMap, node: ast.Import | ast.ImportFrom, module_name: str) -> None:
@@ -218,8 +329,67 @@ def _replay_import(imports: ImportMap, node: ast.Import | ast.ImportFrom, module
     imports.add_from(base, node.names)
 
 
-def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int) -> _Piece:
-    builder = _Builder(source, imports)
+@dataclass
+class _Method:
+    """What building one method added: decorator events (module level), functions, classes, loops."""
+
+    events: list
+    functions: dict[str, Function]
+    classes: dict[str, ClassInfo]
+    loops: dict[int, Loop]
+    stmt: Span | None  # the builder's statement span afterwards
+
+
+class _PieceBuilder(_Builder):
+    """`_Builder` that reuses the methods of a top-level class whose text, first line, owner,
+    loop ids and import map are unchanged, so an edit inside one method of a large class
+    re-models that method, not the class. Only methods built with no enclosing guard,
+    context or loop are cached: what they add then depends on nothing else. A hit replays
+    what `_Builder.function` adds (module-level decorator events, functions, classes, loops,
+    the statement span): state that `_Builder` may gain later must be added to `_Method`
+    (the hypothesis tests in tests/lsp/test_incremental.py compare with a full build)."""
+
+    def __init__(self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method]) -> None:
+        super().__init__(source, imports)
+        self.methods, self.kept = methods, kept
+        self.imports_key = tuple(sorted(imports.aliases.items()))
+
+    def _statement(self) -> Span | None:
+        stmt: Span | None = self.stmt
+        return stmt
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None = None) -> None:
+        assert self.fn is not None
+        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack:
+            super().function(node, owner)
+            return
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        starts = self.source.line_starts
+        end = node.end_lineno or node.lineno
+        text = self.source.text[starts[first] : starts[end] if end < len(starts) else len(self.source.text)]
+        key = (first, text, owner, len(self.loops), self.imports_key)
+        method = self.methods.get(key)
+        if method is None:
+            events, functions, classes, loops = len(self.fn.events), len(self.functions), len(self.classes), len(self.loops)
+            super().function(node, owner)
+            method = _Method(
+                self.fn.events[events:],
+                dict(list(self.functions.items())[functions:]),
+                dict(list(self.classes.items())[classes:]),
+                dict(list(self.loops.items())[loops:]),
+                self._statement(),
+            )
+        else:
+            self.fn.events.extend(method.events)
+            self.functions.update(method.functions)
+            self.classes.update(method.classes)
+            self.loops.update(method.loops)
+            self.stmt = method.stmt
+        self.kept[key] = method
+
+
+def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method]) -> _Piece:
+    builder = _PieceBuilder(source, imports, methods, {})
     module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
     builder.functions[""] = module
     builder.fn = module
@@ -228,7 +398,7 @@ def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, l
     builder.body(body)
     loops = {k: v for k, v in builder.loops.items() if k >= loop_base}
     functions = {k: v for k, v in builder.functions.items() if k}
-    return _Piece(module.events, functions, builder.classes, loops)
+    return _Piece(module.events, functions, builder.classes, loops, builder.kept)
 
 
-__all__ = ["Chunk", "IncrementalBuilder", "chunk_lines"]
+__all__ = ["Chunk", "IncrementalBuilder", "chunk_lines", "parse_statements", "parso_grammar", "statement_starts"]

@@ -1,25 +1,27 @@
 """Open documents: text with incremental changes, one parso module each, cached analysis.
 
-All parsing and analysis runs on the server's event-loop thread, so the parso module
-that the diff parser mutates in place is never read while it is being reparsed.
+The server analyses documents on one worker thread (server.PreflightServer.executor) while
+its event loop goes on reading changes. A document's text, source and version change
+together under `_text_lock` (held only to swap or read them), and an analysis works on one
+snapshot of them; `busy` serialises everything that reads or mutates the analysis caches
+(the incremental builder, the per-statement rule cache, parso's diff-parsed module), so a
+request handled on the event loop waits for the worker's analysis instead of racing it.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import logging
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import parso
-from parso.cache import parser_cache
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Fix
-from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
+from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines, parso_grammar, statement_starts
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.notebook import cell_edit, from_cells, ipython_lines, join, neutralize
 from torch_preflight.core.project import Dependency, Project
@@ -33,12 +35,11 @@ from . import convert
 log = logging.getLogger(__name__)
 
 
-@functools.cache
-def _grammar() -> Any:
-    """parso's grammar, loaded when the first document is primed (not before the first diagnostics)."""
-    return parso.load_grammar()
-
 CELL_SCHEME = "vscode-notebook-cell"  # a notebook cell sent as a plain text document
+
+
+class Stale(Exception):
+    """A newer version of the document arrived: the analysis of this one was abandoned."""
 
 
 def uri_to_path(uri: str) -> str:
@@ -78,6 +79,8 @@ class Document:
     project: Project | None = None  # the server's: the user's other modules, open buffers over files on disk
     memory_dependencies: tuple[Dependency, ...] = ()  # the other files the last memory reports read
     converted: dict[int, Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
+    busy: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # analysis caches in use
+    _text_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.path = uri_to_path(self.uri)
@@ -91,27 +94,38 @@ class Document:
     @property
     def cell_module(self) -> tuple[str, frozenset[int]]:
         """For a cell: its text with magics neutralised (same lines and columns), and those lines."""
-        lines, neutral = neutralize(self.text)
-        return "\n".join(lines), frozenset(neutral)
+        return _cell_module(self.text)
 
     @property
     def parso_key(self) -> str:
         return f"<torch-preflight>{self.uri}"
 
     def update(self, changes: list[Any], version: int | None, encoding: str) -> None:
-        text = self.text
+        text, source = self.text, self.source
         for change in changes:
-            text = apply_change(self.source, change, encoding)
-            self.source = SourceText(text)
-        self.text = text
-        self.version = version
+            text = apply_change(source, change, encoding)
+            source = SourceText(text)
+        with self._text_lock:
+            self.text, self.source, self.version = text, source, version
 
-    def analysis(self, config: Config) -> Result:
-        """The analysis of the current text, reusing every unchanged top-level statement."""
-        key = (self.version, self.text, config)
-        if self.result is not None and self.result_key == key and all(self.unchanged(d) for d in self.result.dependencies):
-            return self.result  # same text, and the other project files it read are unchanged
-        old, self.result = self.result, self._analyze(config)
+    def snapshot(self) -> tuple[int | None, str, SourceText]:
+        """The version, text and source, read together."""
+        with self._text_lock:
+            return self.version, self.text, self.source
+
+    def analysis(self, config: Config, stale: Callable[[], bool] | None = None) -> Result:
+        """The analysis of the current text, reusing every unchanged top-level statement.
+        `stale()` is asked once the model is built: when true the analysis is abandoned
+        (`Stale`), leaving the caches consistent for the next version."""
+        with self.busy:
+            version, text, source = self.snapshot()
+            key = (version, text, config)
+            if self.result is not None and self.result_key == key and all(self.unchanged(d) for d in self.result.dependencies):
+                return self.result  # same text, and the other project files it read are unchanged
+            return self._replace(key, self._analyze(config, text, source, stale))
+
+    def _replace(self, key: tuple[Any, ...], result: Result) -> Result:
+        old, self.result = self.result, result
         self.result_key = key
         if old is not None and old.model is not None and old.model is not self.result.model:
             # `DataFlow.of` caches the index on the model and the index holds the model: break
@@ -136,14 +150,15 @@ class Document:
         """Parse the current text with parso so that later versions take the diff parser.
         The first analysis finds its top-level statements with `ast` (a whole-file parso
         parse costs about 0.5 s on 3,000 lines), so the server calls this after publishing."""
-        if not self.primed and not self.is_cell:
-            try:
-                _grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
-                self.primed = True
-            except Exception:
-                log.exception("parso failed for %s", self.uri)
+        with self.busy:
+            if not self.primed and not self.is_cell:
+                try:
+                    parso_grammar().parse(self.snapshot()[1], diff_cache=True, path=self.parso_key, cache=False)
+                    self.primed = True
+                except Exception:
+                    log.exception("parso failed for %s", self.uri)
 
-    def _statements(self) -> tuple[list[int], ast.Module | None]:
+    def _statements(self, text: str) -> tuple[list[int], ast.Module | None]:
         """First lines of the top-level statements: from parso's diff parser once the document
         is primed; before that, from `ast` when the text parses (the same boundaries), with the
         tree, which the builder then splits instead of parsing each statement again."""
@@ -151,43 +166,55 @@ class Document:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tree = ast.parse(self.text)
+                    tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 tree = None
             if tree is not None:
                 return [min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1 for stmt in tree.body], tree
-        module = _grammar().parse(self.text, diff_cache=True, path=self.parso_key, cache=False)
+        module = parso_grammar().parse(text, diff_cache=True, path=self.parso_key, cache=False)
         self.primed = True
-        return [child.start_pos[0] - 1 for child in module.children if child.type != "endmarker"], None
+        return statement_starts(module), None
 
-    def _analyze(self, config: Config) -> Result:
+    def _analyze(self, config: Config, text: str, source: SourceText, stale: Callable[[], bool] | None) -> Result:
         if self.is_cell:
-            return cell_result(self.text, self.path, config)
+            return cell_result(text, self.path, config)
+        if "\r" in text and "\r" in text.replace("\r\n", ""):
+            # A lone carriage return ends a line for Python, not for SourceText: per-statement
+            # line numbers would disagree with the whole file's, so take the full path.
+            self.full_analyses += 1
+            return analyze(text, self.path, config, project=self.project)
         try:
-            starts, tree = self._statements()
-            model = self.builder.build(self.source, chunk_lines(self.source, starts), self.path, tree)
+            starts, tree = self._statements(text)
+            model = self.builder.build(source, chunk_lines(source, starts), self.path, tree)
         except Exception:  # parso is best effort: the full path below is always right
             log.exception("incremental parse failed for %s", self.uri)
-            model = None
-        if model is None:
             self.full_analyses += 1
-            return analyze(self.text, self.path, config, project=self.project)
-        return self.scoped.check(self.builder, model, config, self.path, self.project)
+            return analyze(text, self.path, config, project=self.project)
+        if stale is not None and stale():
+            raise Stale(self.uri)
+        result = self.scoped.check(self.builder, model, config, self.path, self.project)
+        result.syntax_errors = list(self.builder.errors)
+        return result
 
     def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
-        key = (self.version, self.text, config)
+        with self.busy:
+            return self._memory(config, estimator)
+
+    def _memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
+        version, text, _ = self.snapshot()
+        key = (version, text, config)
         if self.reports is not None and self.reports_key == key and all(self.unchanged(d) for d in self.memory_dependencies):
             return self.reports
         reports: list[MemoryReport] = []
         if estimator is not None:
             # The model of the last analysis, when it is of this very text, spares the
             # estimator a second parse and build of the whole module.
-            analysed = self.result if self.result_key is not None and self.result_key[:2] == (self.version, self.text) else None
+            analysed = self.result if self.result_key is not None and self.result_key[:2] == (version, text) else None
             model = analysed.model if analysed is not None and not self.is_cell else None
             view = self.project.view() if self.project is not None and not self.is_cell else None
             try:
-                text = self.cell_module[0] if self.is_cell else self.text
-                reports = list(estimator(text, self.path, config, model=model, project=view))
+                module = _cell_module(text)[0] if self.is_cell else text
+                reports = list(estimator(module, self.path, config, model=model, project=view))
             except Exception:
                 log.exception("estimator failed for %s", self.uri)
             self.memory_dependencies = tuple(view.used.values()) if view is not None else ()
@@ -195,8 +222,16 @@ class Document:
         return reports
 
     def close(self) -> None:
-        self.primed = False
-        parser_cache.get(_grammar()._hashed, {}).pop(self.parso_key, None)
+        from parso.cache import parser_cache
+
+        with self.busy:
+            self.primed = False
+            parser_cache.get(parso_grammar()._hashed, {}).pop(self.parso_key, None)
+
+
+def _cell_module(text: str) -> tuple[str, frozenset[int]]:
+    lines, neutral = neutralize(text)
+    return "\n".join(lines), frozenset(neutral)
 
 
 def cell_result(text: str, path: str, config: Config) -> Result:

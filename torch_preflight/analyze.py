@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, relocate, relocate_text
+from torch_preflight.core.incremental import parse_statements
 from torch_preflight.core.memory import MemoryReport, ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.notebook import Joined
@@ -94,13 +95,19 @@ def analyze(
 ) -> Result:
     """Parse, model and check one module. Never raises on bad input.
 
+    A broken file is parsed statement by statement (`core.incremental.parse_statements`),
+    as the language server does. `force_recovery` takes `core.parse`'s whole-file repair
+    path even for a valid file (tests compare it with the direct path).
     `project` resolves imports into the user's other modules; pass one per run or
     session to share its cache, or leave it out for a fresh one. `notebook`: `text` is these
     joined cells; each cell parses alone (one syntax error per broken cell), and the lines
     that messages mention are named as cells and lines."""
     config = config or Config()
     source = SourceText(text)
-    parsed = parse(source, force_recovery=force_recovery, cells=notebook.segments if notebook is not None else None)
+    if notebook is not None or force_recovery:
+        parsed = parse(source, force_recovery=force_recovery, cells=notebook.segments if notebook is not None else None)
+    else:
+        parsed = parse_statements(source)
     model = build(parsed.tree, source, path)
     result = check_model(model, config, path, parsed.errors, project=project, repaired=parsed.repaired)
     if notebook is not None:
@@ -127,16 +134,19 @@ def check_model(
     diagnostics: list[Diagnostic] = []
     for rule in runnable(enabled_rules(config, path), source.text):
         diagnostics.extend(rule.check(ctx))
-    if repaired and model.tree is not None:
-        diagnostics = _certain(diagnostics, uncertain_regions(model.tree, repaired))
+    diagnostics = certain(diagnostics, model, repaired)
     suppressions = scan(source)
     kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     kept.sort(key=Diagnostic.sort_key)
     return Result(path, source, kept, list(errors or []), model, len(diagnostics) - len(kept), tuple(view.used.values()))
 
 
-def _certain(diagnostics: list[Diagnostic], regions: list[tuple[int, int]]) -> list[Diagnostic]:
-    """The diagnostics whose place and related places lie outside every uncertain region."""
+def certain(diagnostics: list[Diagnostic], model: ModuleModel, repaired: frozenset[int]) -> list[Diagnostic]:
+    """The diagnostics whose place and related places lie outside every uncertain region: the
+    outermost loop or function holding a line whose statement the error recovery dropped."""
+    if not repaired or model.tree is None:
+        return diagnostics
+    regions = uncertain_regions(model.tree, repaired)
 
     def inside(line: int) -> bool:
         return any(first <= line <= last for first, last in regions)

@@ -40,7 +40,7 @@ from torch_preflight.core.source import Position, Span
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context
 
-from .analyze import Result, _memory, _shapes, enabled_rules, runnable
+from .analyze import Result, _memory, _shapes, certain, enabled_rules, runnable
 
 # Rules whose findings inside a top-level statement depend only on that statement, the
 # statements linked to it by module-level names, and the imports (audited by reading them).
@@ -184,6 +184,7 @@ class ScopedChecker:
             self._training = None
         else:
             self._state = _State(key, units, starts, lines, found)
+        diagnostics = certain(diagnostics, model, builder.repaired)
         suppressions = scan(source)
         kept = [d for d in diagnostics if not suppressions.suppresses(d)]
         kept.sort(key=Diagnostic.sort_key)

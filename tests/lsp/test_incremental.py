@@ -8,8 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from torch_preflight.core.config import Config
-from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines
-from torch_preflight.core.parse import parse
+from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines, parse_statements, statement_starts
 from torch_preflight.core.semantic import build
 from torch_preflight.core.source import SourceText
 from torch_preflight.server import convert
@@ -58,7 +57,7 @@ edit = st.tuples(st.floats(0, 1), st.floats(0, 1), st.one_of(st.sampled_from(PAS
 
 
 def incremental_builds(builder: IncrementalBuilder, text: str, edits: list[tuple[float, float, str]], key: str):  # type: ignore[no-untyped-def]
-    """Apply `edits` one by one; after each, the builder's model from parso's diff-parsed statements (None: fall back)."""
+    """Apply `edits` one by one; after each, the builder's model from parso's diff-parsed statements."""
     import parso
 
     grammar = parso.load_grammar()
@@ -67,7 +66,7 @@ def incremental_builds(builder: IncrementalBuilder, text: str, edits: list[tuple
         text = text[:start] + new + text[start + min(end - start, 40):]
         source = SourceText(text)
         module = grammar.parse(text, diff_cache=True, path=key, cache=False)
-        chunks = chunk_lines(source, [c.start_pos[0] - 1 for c in module.children if c.type != "endmarker"])
+        chunks = chunk_lines(source, statement_starts(module))
         yield source, builder.build(source, chunks, "t.py")
 
 
@@ -91,6 +90,7 @@ def edit_and_compare(doc: Document, edits: list[tuple[float, float, str]], confi
         assert diagnostics(got) == diagnostics(full)
         assert [d.related for d in got.diagnostics] == [d.related for d in full.diagnostics]
         assert got.suppressed == full.suppressed
+        assert got.syntax_errors == full.syntax_errors
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -110,10 +110,8 @@ def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]],
 def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str]]) -> None:
     builder = IncrementalBuilder()
     for source, model in incremental_builds(builder, BASE, edits, "<prop-test>"):
-        parsed = parse(source)
-        if model is None:
-            continue
-        assert parsed.ok, "chunks parsed although the file does not"
+        parsed = parse_statements(source)  # broken statements repaired one by one, as the builder does
+        assert builder.errors == parsed.errors
         full = build(parsed.tree, source, "t.py")
         assert list(model.functions) == list(full.functions)
         assert model.functions == full.functions
@@ -121,6 +119,96 @@ def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str
         assert model.loops == full.loops
         assert list(model.imports.aliases.items()) == list(full.imports.aliases.items())
         assert ast.dump(model.tree, include_attributes=True) == ast.dump(full.tree, include_attributes=True)
+
+
+CLASS = BASE + '''
+
+class Trainer:
+    """Several methods: an edit inside one re-parses and re-models that method only."""
+
+    def fit(self, loader):
+        for x in loader:
+            self.step(x)  # a comment (
+
+    @torch.no_grad()
+    def evaluate(self, loader):
+        return [self.net(x) for x in loader]
+
+    def step(self, x):
+        loss = self.net(x).sum()
+        loss.backward()
+'''
+KEYS = ["(", ")", "1", " ", "x", ":", "'", '"', "#", "\\", "'''", "    ", "\t", "def g():", "@", ","]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.floats(0.75, 1), st.sampled_from(KEYS), st.booleans()), min_size=1, max_size=8))
+def test_keystrokes_inside_methods_match_a_full_parse(keys: list[tuple[float, str, bool]]) -> None:
+    """Typed and deleted keys inside a class's methods (the line count stays; `_reparse_method`
+    applies): the builder's tree and model equal a fresh statement-by-statement parse."""
+    import parso
+
+    grammar = parso.load_grammar()
+    builder = IncrementalBuilder()
+    text = CLASS
+    versions = []
+    for where, key, delete in keys:
+        at = int(where * len(text))
+        text = text[:at] + key + text[at:]
+        versions.append(text)
+        if delete:
+            text = text[:at] + text[at + len(key) :]
+            versions.append(text)
+    for text in versions:
+        source = SourceText(text)
+        module = grammar.parse(text, diff_cache=True, path="<prop-methods>", cache=False)
+        model = builder.build(source, chunk_lines(source, statement_starts(module)), "t.py")
+        parsed = parse_statements(source)
+        full = build(parsed.tree, source, "t.py")
+        assert ast.dump(model.tree, include_attributes=True) == ast.dump(full.tree, include_attributes=True)
+        assert (model.functions, model.classes, model.loops) == (full.functions, full.classes, full.loops)
+        assert builder.errors == parsed.errors
+
+
+TRAINER = BASE + '''
+
+class Trainer:
+    def __init__(self, net, optimizer, loader):
+        self.net, self.optimizer, self.loader = net, optimizer, loader
+        self.criterion = nn.CrossEntropyLoss()
+
+    def fit(self, epochs):
+        for _ in range(epochs):
+            self.epoch()
+
+    def epoch(self):
+        for x, y in self.loader:
+            loss = self.criterion(self.net(x), y)
+            loss.backward()
+            self.optimizer.step()
+
+    def validate(self):
+        self.net.eval()
+        for x, y in self.loader:
+            print(self.net(x).argmax(1).eq(y).sum())
+
+    def save(self, path):
+        torch.save(self.net.state_dict(), path)
+'''
+METHOD_KEYS = ["(", "1", " ", "x", "#", "self.optimizer.zero_grad()", "with torch.no_grad(): ", "self.epoch()", "\n        ", "self.criterion = None; "]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.floats(0.55, 1), st.floats(0, 1), st.sampled_from(METHOD_KEYS)), min_size=1, max_size=6), st.sampled_from([(), ("ALL",)]))
+def test_edits_inside_the_methods_of_a_class_match_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
+    """Edits inside one method of a class (re-parsed and re-modelled alone): the result
+    still equals a fresh analysis."""
+    doc = Document("file:///tmp/prop/trainer.py", TRAINER, 0)
+    config = Config(select=select)
+    doc.analysis(config)
+    doc.prime()
+    edit_and_compare(doc, [(a, a + b * 0.002, key) for a, b, key in edits], config, 6)
+    doc.close()
 
 
 def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
@@ -134,6 +222,44 @@ def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
     doc.analysis(Config())
     assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
     assert doc.builder.reused >= 4
+    doc.close()
+
+
+def test_a_syntax_error_in_one_function_rebuilds_only_that_function() -> None:
+    doc = Document("file:///tmp/prop/broken.py", BASE, 0)
+    config = Config()
+    doc.analysis(config)
+    doc.prime()
+    line = BASE.splitlines().index("        loss.backward()")
+    end = types.Position(line, len("        loss.backward()"))
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=end, end=end), text="(")], 1, convert.UTF16)
+    got = doc.analysis(config)
+    assert (doc.builder.rebuilt, doc.full_analyses) == (1, 0)
+    assert doc.builder.reused >= 4
+    assert got.syntax_errors and got.syntax_errors[0].position.line == line
+    assert "evaluate" in got.model.functions  # the statements the error does not touch keep their pieces
+    full = analyze(doc.text, doc.path, config)
+    assert (diagnostics(got), got.syntax_errors) == (diagnostics(full), full.syntax_errors)
+    doc.close()
+
+
+def test_an_edit_inside_one_method_rebuilds_only_that_method() -> None:
+    text = BASE + "\n\nclass Two(nn.Module):\n    def a(self, x):\n        return x\n\n    def b(self, x):\n        return x * 2\n"
+    doc = Document("file:///tmp/prop/methods.py", text, 0)
+    config = Config()
+    before = doc.analysis(config).model
+    doc.prime()
+    pos = to_utf16(text, text.index("x * 2") + len("x * 2"))
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="0")], 1, convert.UTF16)
+    after = doc.analysis(config).model
+    assert before is not None and after is not None
+    assert after.functions["Two.b"] is not before.functions["Two.b"]
+    assert after.functions["Two.a"] is before.functions["Two.a"]  # the class's other method was not re-modelled
+    two_before, two_after = (next(s for s in m.tree.body if getattr(s, "name", "") == "Two") for m in (before, after))
+    assert two_after.body[0] is two_before.body[0]  # nor parsed again
+    assert after.functions["train"] is before.functions["train"]
+    full = build(parse_statements(after.source).tree, after.source, doc.path)
+    assert (after.functions, after.classes, after.loops) == (full.functions, full.classes, full.loops)
     doc.close()
 
 
