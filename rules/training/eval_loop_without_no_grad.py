@@ -268,8 +268,8 @@ def _feeds_backward(ctx: Context, call: Event) -> bool:
         if e.kind is EventKind.BACKWARD or e.name == "torch.autograd.grad":
             frontier.update(_WORDS.findall(e.receiver or ""))
             frontier.update(n for a in (*e.args, *(v for _, v in e.keywords)) for n in a.names)
-        elif e.kind is EventKind.RETURN and e.value is not None:
-            frontier.update(e.value.names)  # the caller's caller may back-propagate it
+        elif e.kind is EventKind.RETURN and e.value is not None and not e.via:
+            frontier.update(e.value.names)  # the caller's caller may back-propagate it (a callee's own return is not)
     for _ in range(8):
         grown = False
         for e in events:
