@@ -31,6 +31,7 @@ class ImportMap:
 
     def __init__(self, aliases: dict[str, str] | None = None) -> None:
         self.aliases: dict[str, str] = dict(aliases or {})
+        self.stars: list[str] = []  # modules imported with `from m import *`
 
     @classmethod
     def from_tree(cls, tree: ast.AST, module_name: str = "") -> ImportMap:
@@ -57,6 +58,8 @@ class ImportMap:
     def add_from(self, module: str, names: Iterable[ast.alias]) -> None:
         for alias in names:
             if alias.name == "*":
+                if module and module not in self.stars:
+                    self.stars.append(module)
                 continue
             self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
 
