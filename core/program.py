@@ -81,6 +81,12 @@ class Program:
     _by_site: dict[tuple[str, int, str], FunctionSummary | None] = field(default_factory=dict, repr=False)
     _deps: dict[tuple[str, int, str], dict[str, Dependency]] = field(default_factory=dict, repr=False)
     by_key: dict[str, FunctionSummary] = field(default_factory=dict, repr=False)
+    _memos: dict[str, dict[Any, Any]] = field(default_factory=dict, repr=False)
+
+    def memo(self, name: str) -> dict[Any, Any]:
+        """A named project-wide memo for facts derived from summaries (entries carry their own
+        dependencies: the training model keys them by file version and checks its files)."""
+        return self._memos.setdefault(name, {})
 
     def summary(self, model: ModuleModel, qualname: str, used: dict[str, Dependency], _stack: tuple[str, ...] = ()) -> FunctionSummary | None:
         """The summary of `qualname` in `model`, or None when the function does not exist."""

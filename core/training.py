@@ -23,12 +23,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Kind, Loop, ModuleModel
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
 
 if TYPE_CHECKING:
+    from torch_preflight.core.program import FunctionSummary
     from torch_preflight.core.project import ProjectView
 
 MAX_INLINE_DEPTH = 4
+MAX_FILE_DEPTH = 6  # files followed through imports from one analysis
 _LIBRARY_HEADS = frozenset(
     {"torch", "torchvision", "numpy", "np", "math", "random", "os", "sys", "time", "logging", "json", "print", "len", "range",
      "enumerate", "zip", "min", "max", "sum", "float", "int", "str", "list", "dict", "tuple", "set", "isinstance", "getattr",
@@ -69,6 +71,13 @@ _COMMON_LIBRARIES = frozenset(
      "datasets", "tokenizers", "evaluate", "hydra", "omegaconf", "yaml", "requests", "ray", "einops", "safetensors", "jedi"}
 )
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+_PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
+
+
+def _related(a: str, b: str) -> bool:
+    """One module is the other or holds it (`model` holds `model.encoder`); `self.netD` is `netD`."""
+    a, b = a.removeprefix("self."), b.removeprefix("self.")
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".") or tail(a) == tail(b)
 
 
 def _local_head(model: ModuleModel, qualified: str) -> str:
@@ -109,9 +118,12 @@ class TrainingLoop:
 class TrainingModel:
     """Per-module queries over loops and their iterations; results are memoised."""
 
-    def __init__(self, model: ModuleModel, project: ProjectView | None = None) -> None:
+    def __init__(self, model: ModuleModel, project: ProjectView | None = None, _stack: tuple[str, ...] = ()) -> None:
         self.model = model
         self.project = project  # follows calls into the user's other modules when given
+        self._stack = (*_stack, model.path)  # files whose training models are being built: a cycle stops there
+        if project is not None:
+            model.external_kind = self._imported_kind
         self._foreign: dict[str, tuple[tuple[str, ...], tuple[Event, ...]] | None] = {}
         self._foreign_loops: dict[tuple[str, int], int] = {}
         self._expanded: dict[str, tuple[Event, ...]] = {}
@@ -123,6 +135,26 @@ class TrainingModel:
         self._classified: dict[int, TrainingLoop | None] = {}  # by loop id: its TrainingLoop, None when it is not one
         self._loop_memos: dict[str, dict[int, Any]] = {}
         self._function_memos: dict[str, dict[str, Any]] = {}
+
+    def _imported_kind(self, callee: str) -> Kind | None:
+        """What a function imported from the user's other modules returns (`get_optimizer(cfg)`
+        defined in `utils.py`), from its summary; None when unknown."""
+        if self.project is None or "." not in callee or callee.partition(".")[0] in _TORCH_ECOSYSTEM | _OTHER_FRAMEWORKS:
+            return None
+        if callee.partition(".")[0] in sys.stdlib_module_names or callee.partition(".")[0] in _COMMON_LIBRARIES:
+            return None
+        resolved = self.project.resolve_function(self.model.path, callee)
+        if resolved is None:
+            return None
+        summary = self.project.summary(*resolved)
+        return Kind(summary.returns) if summary is not None and summary.returns != Kind.UNKNOWN.value else None
+
+    def summary(self, event: Event) -> FunctionSummary | None:
+        """The whole-program summary of what a call runs (this file or the user's other modules)."""
+        if self.project is None or event.kind is not EventKind.CALL or not event.name:
+            return None
+        resolved = self.project.resolve_call(self.model, event.name, event.function)
+        return self.project.summary(*resolved) if resolved is not None else None
 
     def loop_memo(self, name: str) -> dict[int, Any]:
         """A rule's memo of per-loop facts (by loop id) that depend only on the loop's function and
@@ -192,7 +224,7 @@ class TrainingModel:
         function, receivers renamed from the callee's parameters to the call's arguments,
         only the callee's no_grad contexts, and synthetic negative loop ids. The other file
         is parsed only for a call inside a loop or one that receives a model or optimizer."""
-        qualified = call.name or ""
+        qualified = self._star_import(call) or call.name or ""
         if not self._worth_following(call, qualified):
             return []
         if qualified not in self._foreign:
@@ -235,13 +267,26 @@ class TrainingModel:
             )
         return out
 
+    def _star_import(self, call: Event) -> str | None:
+        """`train_one_epoch` brought in by `from engine import *`: `engine.train_one_epoch` when that
+        module of the project defines it."""
+        name = call.name or ""
+        if not self.model.imports.stars or "." in name or self.model.imports.is_imported(name) or self.project is None:
+            return None
+        if self.model.assignments(name, call.function):
+            return None
+        for module in self.model.imports.stars:
+            if self.project.resolve_function(self.model.path, f"{module}.{name}") is not None:
+                return f"{module}.{name}"
+        return None
+
     def _worth_following(self, call: Event, qualified: str) -> bool:
         head = qualified.partition(".")[0]
         if "." not in qualified or not head or head in _LIBRARY_HEADS or head in _TORCH_ECOSYSTEM or head in _OTHER_FRAMEWORKS:
             return False
         if head in sys.stdlib_module_names or head in _COMMON_LIBRARIES or qualified.startswith("self."):
             return False
-        if not _local_head(self.model, qualified):
+        if not _local_head(self.model, qualified) and qualified == call.name:
             return False  # reached through an import, not a local binding
         if call.loops:
             return True
@@ -256,8 +301,27 @@ class TrainingModel:
         if resolved is None:
             return None
         model, name = resolved
+        memo = self.project.project.program.memo("foreign-events")
+        key = (model.path, hash(model.source.text), name)
+        known = memo.get(key)
+        if known is not None and all(self.project.project.unchanged(d) for d in known[1].values()):
+            self.project.used.update(known[1])
+            return known[0]
+        if model.path in self._stack or len(self._stack) > MAX_FILE_DEPTH:
+            return None  # an import cycle, or too deep: unknown
+        from torch_preflight.core.project import ProjectView
+
+        sub = ProjectView(self.project.project)  # records exactly the files this callee rests on
+        found = self._read_foreign(model, name, sub)
+        deps = {**sub.used, model.path: self.project.used[model.path]} if model.path in self.project.used else dict(sub.used)
+        memo[key] = (found, deps)
+        self.project.used.update(deps)
+        return found
+
+    def _read_foreign(self, model: ModuleModel, name: str, view: ProjectView) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
         fn = model.functions[name]
-        other = TrainingModel(model)  # one level: the callee's own imports are not followed
+        # the callee's own imports are followed too, to any depth (cycle-safe, memoised per file version)
+        other = TrainingModel(model, view, self._stack)
         expanded = other.expanded(name)
         if other.opaque_training_call(expanded) is not None:
             return None  # it calls training code of its own that stays out of sight: still opaque
@@ -319,10 +383,18 @@ class TrainingModel:
             and self.model.kind_of(event.receiver, event.function) is Kind.SCHEDULER
         )
 
+    def forward_target(self, event: Event) -> str | None:
+        """The model a forward runs: `model` for `model(x)` and for `model.forward(x)`."""
+        if not self.is_forward(event):
+            return None
+        return event.receiver if event.receiver else event.name
+
     def is_forward(self, event: Event) -> bool:
-        """A call of a model (an nn.Module instance), e.g. `model(x)`."""
-        if event.kind is not EventKind.CALL or not event.name or event.receiver or not self.is_torch_code:
+        """A call of a model (an nn.Module instance), e.g. `model(x)`, or of its `forward` (`model.forward(x)`)."""
+        if event.kind is not EventKind.CALL or not event.name or not self.is_torch_code:
             return False  # another framework's code is never a torch forward
+        if event.receiver:
+            return self._calls_forward(event)
         seen = self._forwards.get(id(event))
         if seen is not None and seen[0] is event:
             return seen[1]
@@ -334,6 +406,17 @@ class TrainingModel:
         known = calls_model and not self.model.source.slice(event.span).replace(" ", "").endswith("()")
         self._forwards[id(event)] = (event, known)  # the entry keeps the event alive, so its id is not reused
         return known
+
+    def _calls_forward(self, event: Event) -> bool:
+        """`model.forward(x)` on a model that is not `self` (a module's own forward calls are internals)."""
+        receiver = event.receiver or ""
+        if tail(event.name or "") != "forward" or receiver.partition(".")[0] in ("self", "super()") or not (event.args or event.keywords):
+            return False
+        key = (receiver, event.function)
+        calls_model = self._calls_model.get(key)
+        if calls_model is None:
+            calls_model = self._calls_model[key] = self._names_a_model(receiver, event.function)
+        return calls_model
 
     def _names_a_model(self, name: str, function: str) -> bool:
         """Whether calling `name` in `function` runs a model (rules ask for the same names many times)."""
@@ -382,6 +465,60 @@ class TrainingModel:
                     return event
         return None
 
+    # --- parameter ownership ----------------------------------------------------------
+
+    def owned_modules(self, optimizer: str, scope: str, _depth: int = 0) -> frozenset[str] | None:
+        """The modules whose parameters an optimizer owns, from where it was built:
+        `Adam(netD.parameters())`, `SGD(filter(..., model.parameters()))`, param-group lists of
+        dicts, `chain(a.parameters(), b.parameters())`, a `params` list built before it. None when
+        unknown (a factory, a parameter, a wrapper)."""
+        memo = self.function_memo("owned-modules")
+        key = f"{scope}\0{optimizer}"
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        memo[key] = None
+        assigned = self.model.assignments(optimizer, scope)
+        if len(assigned) != 1 or assigned[0].value is None or len(assigned[0].targets) != 1:
+            return None
+        found = self._modules_in(assigned[0].value, assigned[0].function, _depth)
+        memo[key] = found
+        return found
+
+    def _modules_in(self, value: Value, scope: str, depth: int) -> frozenset[str] | None:
+        modules = set(_PARAMETERS_OF.findall(value.text))
+        for name in value.names:
+            if depth < 3 and name not in modules and self.model.kind_of(name, scope) is Kind.UNKNOWN:
+                assigned = self.model.assignments(name, scope)
+                if len(assigned) == 1 and assigned[0].value is not None and assigned[0].function == scope:
+                    modules |= self._modules_in(assigned[0].value, scope, depth + 1) or frozenset()
+        return frozenset(modules) or None
+
+    def cleared_modules(self, clear: Event) -> frozenset[str] | None:
+        """The modules whose gradients a clear resets: `netD.zero_grad()` clears `netD`,
+        `optD.zero_grad()` what `optD` owns. None when unknown (`p.grad = None`, a wrapper)."""
+        receiver = clear.receiver
+        if clear.kind is not EventKind.ZERO_GRAD or not receiver or clear.name == "grad=None" or ".grad" in receiver:
+            return None
+        kind = self.model.kind_of(receiver, clear.function)
+        if kind is Kind.OPTIMIZER:
+            return self.owned_modules(receiver, clear.function)
+        if kind is Kind.MODEL:
+            return frozenset({receiver})
+        return None
+
+    def clears_optimizer(self, clear: Event, optimizer: str, scope: str) -> bool:
+        """`clear` may reset gradients that `optimizer` steps. Yes unless both sides are known
+        and share no module (`netG.zero_grad()` does not clear what `optD` steps)."""
+        if clear.kind is not EventKind.ZERO_GRAD:
+            return False
+        if clear.receiver == optimizer:
+            return True
+        owned = self.owned_modules(optimizer, scope)
+        cleared = self.cleared_modules(clear)
+        if owned is None or cleared is None:
+            return True
+        return any(_related(a, b) for a in owned for b in cleared)
+
     # --- loops --------------------------------------------------------------------------
 
     @cached_property
@@ -405,6 +542,44 @@ class TrainingModel:
             return None
         return TrainingLoop(loop, events, steps, backwards)
 
+    @cached_property
+    def framework_steps(self) -> tuple[tuple[Function, tuple[Event, ...]], ...]:
+        """Functions a framework runs once per training iteration, with the events of that
+        iteration: an ignite `Engine(update_fn)` update function, together with the handlers
+        registered on an engine (`@trainer.on(Events...)`, `trainer.add_event_handler(..., fn)`);
+        a Lightning `training_step` that steps its optimizers itself (manual optimization).
+        Only those that back-propagate and step an optimizer."""
+        if not self.is_torch_code:
+            return ()
+        model = self.model
+        updates: list[str] = []
+        handlers: list[str] = []
+        for fn in model.functions.values():
+            if any(d.endswith(".on") or ".on(" in d for d in fn.decorators):
+                handlers.append(fn.qualname)
+            for event in fn.events:
+                if event.kind is not EventKind.CALL or not event.name:
+                    continue
+                if tail(event.name) == "Engine" and event.name.startswith("ignite.") and event.args and event.args[0].base:
+                    target = model.resolve_function(event.args[0].base, event.function)
+                    if target:
+                        updates.append(target)
+                elif tail(event.name) == "add_event_handler" and len(event.args) > 1 and event.args[1].base:
+                    target = model.resolve_function(event.args[1].base, event.function)
+                    if target:
+                        handlers.append(target)
+        for cls in model.classes.values():
+            if cls.owns_loop and "training_step" in cls.methods:
+                updates.append(cls.methods["training_step"])
+        found = []
+        extra = tuple(e for h in dict.fromkeys(handlers) for e in self.expanded(h) if not e.loops)
+        for qualname in dict.fromkeys(updates):
+            events = tuple(e for e in self.expanded(qualname) if not e.loops)
+            if not any(e.kind is EventKind.BACKWARD for e in events) or not any(self.optimizer_of(e) for e in events):
+                continue
+            found.append((model.functions[qualname], events + extra))
+        return tuple(found)
+
     def is_training_loop(self, loop: Loop) -> bool:
         return any(t.loop.id == loop.id for t in self.training_loops)
 
@@ -415,17 +590,29 @@ class TrainingModel:
             known = self._grad_enabled[loop.id] = self._grad_enabled_at(loop)
         return known
 
+    def decorated_no_grad(self, fn: Function) -> bool:
+        """`fn` carries a decorator that turns gradients off: `@torch.no_grad()`, or one of the
+        project's own that wraps no_grad / inference_mode (`@smart_inference_mode()` from `utils`)."""
+        if fn.disables_grad:
+            return True
+        if self.project is None or not fn.decorators:
+            return False
+        memo = self.function_memo("decorated-no-grad")
+        if fn.qualname not in memo:
+            memo[fn.qualname] = any(self.project.decorator_disables_grad(self.model, d) for d in fn.decorators if "(" not in d)
+        return bool(memo[fn.qualname])
+
     def _grad_enabled_at(self, loop: Loop) -> bool:
         if any(c.disables_grad for c in loop.contexts):
             return False
-        if self.model.covered_by_no_grad(loop.function):
+        if self.model.covered_by_no_grad(loop.function, disables=self.decorated_no_grad):
             return False
         fn = self.model.functions.get(loop.function)
         while fn is not None and fn.parent:
             parent = self.model.functions.get(fn.parent)
             if parent is None:
                 break
-            if parent.disables_grad:
+            if self.decorated_no_grad(parent):
                 return False
             fn = parent
         return not self._grad_disabled_globally(loop)

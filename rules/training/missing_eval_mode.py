@@ -96,7 +96,8 @@ def _model_uses(ctx: Context, events: tuple[Event, ...] | list[Event]) -> list[t
     else calls of the model's own methods on inputs (`model.encode(src)`, `model.module.test(x)`),
     also inside same-file helpers the model is handed to (`greedy_decode(model, ...)`)."""
     training = ctx.training
-    direct = [(e, e.name) for e in events if training.is_forward(e) and not e.inner and e.name and not _handed_in(ctx, e, lambda_only=True)]
+    direct = [(e, training.forward_target(e) or "") for e in events
+              if training.is_forward(e) and not e.inner and e.name and not _handed_in(ctx, e, lambda_only=True)]
     if direct:
         return direct
     found: list[tuple[Event, str]] = []
