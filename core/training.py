@@ -70,6 +70,10 @@ _COMMON_LIBRARIES = frozenset(
     {"numpy", "scipy", "sklearn", "pandas", "matplotlib", "seaborn", "tqdm", "wandb", "mlflow", "tensorboardX", "PIL", "cv2",
      "datasets", "tokenizers", "evaluate", "hydra", "omegaconf", "yaml", "requests", "ray", "einops", "safetensors", "jedi"}
 )
+# Values whose methods never step or clear model gradients, known from where they were made.
+_NOT_TRAINING_RECEIVERS = frozenset(
+    {Kind.SCALER, Kind.SCHEDULER, Kind.LOADER, Kind.SAMPLER, Kind.LOSS_FN, Kind.LOSS, Kind.OUTPUT, Kind.SCALAR, Kind.DETACHED}
+)
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
 
@@ -454,9 +458,14 @@ class TrainingModel:
 
     def opaque_training_call(self, events: tuple[Event, ...]) -> Event | None:
         """An opaque call that might clear gradients or step: it is named like training code
-        or receives an optimizer."""
+        or receives an optimizer. What is known from where a value was made wins over names:
+        a method of a scaler, scheduler, loader or loss (`scaler.update()`), a factory that
+        builds an optimizer or a model (`create_optimizer(model)`), and a function of the
+        project whose summary shows it neither back-propagates, steps nor clears, are not."""
         for event in events:
             if not self.is_opaque(event) or self.is_forward(event) or _is_bookkeeping(event):
+                continue
+            if self._known_not_training(event):
                 continue
             if _TRAINING_WORDS.search(tail(event.name)):
                 return event
@@ -464,6 +473,21 @@ class TrainingModel:
                 if arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER:
                     return event
         return None
+
+    def _known_not_training(self, event: Event) -> bool:
+        if event.receiver and self.model.kind_of(event.receiver, event.function) in _NOT_TRAINING_RECEIVERS:
+            return True
+        if event.name:
+            value = (
+                Value(event.name, event.span, receiver=event.receiver, method=tail(event.name), base=event.receiver)
+                if event.receiver
+                else Value(event.name, event.span, callee=event.name)
+            )
+            built = self.model.kind_of_value(value, event.function, 1)
+            if built in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.MODEL, Kind.LOADER, Kind.SCALER):
+                return True  # a factory: it builds, it does not train
+        summary = self.summary(event)
+        return summary is not None and not summary.partial and not summary.trains
 
     # --- parameter ownership ----------------------------------------------------------
 
@@ -552,31 +576,33 @@ class TrainingModel:
         if not self.is_torch_code:
             return ()
         model = self.model
-        updates: list[str] = []
-        handlers: list[str] = []
+        updates: dict[str, set[str]] = {}  # update function -> the engine variables it runs in
+        handlers: list[tuple[str, str]] = []  # (engine variable, handler)
         for fn in model.functions.values():
-            if any(d.endswith(".on") or ".on(" in d for d in fn.decorators):
-                handlers.append(fn.qualname)
+            handlers += [(d[: -len(".on")], fn.qualname) for d in fn.decorators if d.endswith(".on")]
             for event in fn.events:
-                if event.kind is not EventKind.CALL or not event.name:
-                    continue
-                if tail(event.name) == "Engine" and event.name.startswith("ignite.") and event.args and event.args[0].base:
-                    target = model.resolve_function(event.args[0].base, event.function)
+                if event.kind is EventKind.ASSIGN and event.value is not None and (event.value.callee or "").startswith("ignite.") \
+                        and tail(event.value.callee) == "Engine":
+                    first = event.value.text[event.value.text.find("(") + 1 :].split(",")[0].split(")")[0].strip()
+                    target = model.resolve_function(first, event.function) if first else None
                     if target:
-                        updates.append(target)
-                elif tail(event.name) == "add_event_handler" and len(event.args) > 1 and event.args[1].base:
+                        updates.setdefault(target, set()).update(event.targets)
+                elif event.kind is EventKind.CALL and tail(event.name) == "add_event_handler" and len(event.args) > 1 \
+                        and event.args[1].base and event.receiver:
                     target = model.resolve_function(event.args[1].base, event.function)
                     if target:
-                        handlers.append(target)
+                        handlers.append((event.receiver, target))
         for cls in model.classes.values():
             if cls.owns_loop and "training_step" in cls.methods:
-                updates.append(cls.methods["training_step"])
+                updates.setdefault(cls.methods["training_step"], set())
         found = []
-        extra = tuple(e for h in dict.fromkeys(handlers) for e in self.expanded(h) if not e.loops)
-        for qualname in dict.fromkeys(updates):
+        for qualname, engines in updates.items():
             events = tuple(e for e in self.expanded(qualname) if not e.loops)
             if not any(e.kind is EventKind.BACKWARD for e in events) or not any(self.optimizer_of(e) for e in events):
                 continue
+            # handlers of this engine, or of one this file cannot tie to an engine
+            known = {engine for engine, _ in handlers} & set().union(*(updates[q] for q in updates))
+            extra = tuple(e for engine, h in handlers if engine in engines or engine not in known for e in self.expanded(h) if not e.loops)
             found.append((model.functions[qualname], events + extra))
         return tuple(found)
 
