@@ -111,10 +111,18 @@ class Program:
         local = model.resolve_function(name, scope)
         if local:
             return model, local
-        qualified = model.imports.resolve(name) if model.imports.is_imported(name) else None
-        if not qualified or "." not in qualified or qualified.startswith(("torch.", "torchvision.")):
+        if "." not in name:  # `from helpers import *`
+            if model.assignments(name, scope):
+                return None
+            for module in model.imports.stars:
+                found = self.project.resolve_function(model.path, f"{module}.{name}", used)
+                if found is not None:
+                    return found
             return None
-        return self.project.resolve_function(model.path, qualified, used)
+        # call names are already qualified through the file's imports (`b.helper` for `from b import helper`)
+        if name.startswith(("torch.", "torchvision.")) or not model.comes_from_import(name):
+            return None
+        return self.project.resolve_function(model.path, name, used)
 
 
 class _Summarizer:

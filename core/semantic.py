@@ -494,14 +494,15 @@ class ModuleModel:
                 return Kind.MODEL
             # a class of the file that steps and clears like an optimizer (`ScheduledOptim(Adam(...))`)
             return Kind.OPTIMIZER if {"step", "zero_grad"} <= set(self._all_methods(cls)) else Kind.UNKNOWN
-        local = self.resolve_function(callee, scope) if not self.imports.is_imported(callee) else None
+        imported = self.comes_from_import(callee)
+        local = self.resolve_function(callee, scope) if not imported else None
         if local is not None:
             from torch_preflight.core.program import return_kind  # the summaries build on this module
 
             kind = return_kind(self, local)
             if kind is not Kind.UNKNOWN:
                 return kind
-        elif self.external_kind is not None and self.imports.is_imported(callee):
+        elif self.external_kind is not None and imported:
             kind = self.external_kind(callee)
             if kind is not None:
                 return kind
@@ -526,6 +527,10 @@ class ModuleModel:
             if self.resolve_function(name, scope) or (target and target.endswith("." + name) and name[:1].islower()):
                 return True
         return False
+
+    def comes_from_import(self, qualified: str) -> bool:
+        """A resolved call name that an import of the file brought in (`utils.make_opt`)."""
+        return any(qualified == t or qualified.startswith(t + ".") for t in self.imports.aliases.values())
 
     def _all_methods(self, cls: ClassInfo) -> list[str]:
         names = list(cls.methods)

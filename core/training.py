@@ -234,6 +234,8 @@ class TrainingModel:
         if qualified not in self._foreign:
             self._foreign[qualified] = self._load_foreign(qualified)
         found = self._foreign[qualified]
+        if call.name and call.name != qualified:
+            self._foreign[call.name] = found  # a star-imported name: `is_opaque` asks by the call's name
         if not found:
             return []
         params, events = found
