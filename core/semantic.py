@@ -645,7 +645,7 @@ class _Builder:
             return None, None, None
         if isinstance(func, ast.Attribute):
             head = name.partition(".")[0]
-            if self.imports.is_imported(head):
+            if self.imports.is_imported(head) or self.imports.conventional(head):
                 return self.imports.resolve(name), None, None
             return None, name.rsplit(".", 1)[0], func.attr
         return self.imports.resolve(name), None, None
