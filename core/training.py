@@ -465,10 +465,10 @@ class TrainingModel:
         builds an optimizer or a model (`create_optimizer(model)`), and a function of the
         project whose summary shows it neither back-propagates, steps nor clears, are not."""
         for event in events:
-            if not self.is_opaque(event) or self.is_forward(event) or _is_bookkeeping(event):
+            if not self.is_opaque(event) or self.is_forward(event) or self._known_not_training(event):
                 continue
-            if self._known_not_training(event):
-                continue
+            if _is_bookkeeping(event) and self.model.kind_of(event.receiver, event.function) is Kind.UNKNOWN:
+                continue  # nothing known about the receiver: its name (`meter`, `pbar`) breaks the tie
             if _TRAINING_WORDS.search(tail(event.name)):
                 return event
             for arg in (*event.args, *(v for _, v in event.keywords)):
