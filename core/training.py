@@ -390,10 +390,11 @@ class TrainingModel:
         )
 
     def forward_target(self, event: Event) -> str | None:
-        """The model a forward runs: `model` for `model(x)` and for `model.forward(x)`."""
+        """The model a forward runs: `model` for `model(x)` and for `model.forward(x)`, `self.model`
+        for `self.model(x)`."""
         if not self.is_forward(event):
             return None
-        return event.receiver if event.receiver else event.name
+        return event.receiver if event.receiver and tail(event.name) == "forward" else event.name
 
     def is_forward(self, event: Event) -> bool:
         """A call of a model (an nn.Module instance), e.g. `model(x)`, or of its `forward` (`model.forward(x)`)."""
@@ -414,14 +415,32 @@ class TrainingModel:
         return known
 
     def _calls_forward(self, event: Event) -> bool:
-        """`model.forward(x)` on a model that is not `self` (a module's own forward calls are internals)."""
+        """`model.forward(x)` on a model that is not `self` (a module's own forward calls are
+        internals), or a model held in an attribute (`self.model(x)` in a trainer's method)."""
         receiver = event.receiver or ""
-        if tail(event.name or "") != "forward" or receiver.partition(".")[0] in ("self", "super()") or not (event.args or event.keywords):
+        if not (event.args or event.keywords) or receiver.partition(".")[0] == "super()":
+            return False
+        if tail(event.name or "") != "forward":
+            return receiver == "self" and self._attribute_model(event)
+        if receiver.partition(".")[0] == "self":
             return False
         key = (receiver, event.function)
         calls_model = self._calls_model.get(key)
         if calls_model is None:
             calls_model = self._calls_model[key] = self._names_a_model(receiver, event.function)
+        return calls_model
+
+    def _attribute_model(self, event: Event) -> bool:
+        """`self.model(x)` where `self.model` holds a model, outside an nn.Module (whose own
+        submodule calls are its forward's internals), and is no method of the class."""
+        name = event.name or ""
+        cls = self.model.enclosing_class(event.function)
+        if cls is None or cls.is_module or self.model.resolve_function(name, event.function):
+            return False
+        key = (name, event.function)
+        calls_model = self._calls_model.get(key)
+        if calls_model is None:
+            calls_model = self._calls_model[key] = self.model.kind_of(name, event.function) is Kind.MODEL
         return calls_model
 
     def _names_a_model(self, name: str, function: str) -> bool:
