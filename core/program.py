@@ -64,7 +64,9 @@ class FunctionSummary:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FunctionSummary:
-        fields = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v for k, v in data.items()}
+        fields: dict[str, Any] = {
+            k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v for k, v in data.items()
+        }
         return cls(**fields)
 
     @property
