@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.core.names import tail
+from torch_preflight.core.program import return_kind
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from torch_preflight.core.project import ProjectView
 
 MAX_INLINE_DEPTH = 4
-MAX_FILE_DEPTH = 6  # files followed through imports from one analysis
+MAX_FILE_DEPTH = 4  # files followed through imports from one analysis
 _LIBRARY_HEADS = frozenset(
     {"torch", "torchvision", "numpy", "np", "math", "random", "os", "sys", "time", "logging", "json", "print", "len", "range",
      "enumerate", "zip", "min", "max", "sum", "float", "int", "str", "list", "dict", "tuple", "set", "isinstance", "getattr",
@@ -126,6 +127,7 @@ class TrainingModel:
         self.model = model
         self.project = project  # follows calls into the user's other modules when given
         self._stack = (*_stack, model.path)  # files whose training models are being built: a cycle stops there
+        self._local_kinds = False  # set while a question must be answered from this file alone
         if project is not None:
             model.external_kind = self._imported_kind
         self._foreign: dict[str, tuple[tuple[str, ...], tuple[Event, ...]] | None] = {}
@@ -147,11 +149,13 @@ class TrainingModel:
             return None
         if callee.partition(".")[0] in sys.stdlib_module_names or callee.partition(".")[0] in _COMMON_LIBRARIES:
             return None
+        if self._local_kinds:
+            return None  # a cheap question (is this call worth following?) must not read other files
         resolved = self.project.resolve_function(self.model.path, callee)
         if resolved is None:
             return None
-        summary = self.project.summary(*resolved)
-        return Kind(summary.returns) if summary is not None and summary.returns != Kind.UNKNOWN.value else None
+        kind = return_kind(*resolved)  # what the summary's `returns` holds, without composing its callees
+        return kind if kind is not Kind.UNKNOWN else None
 
     def summary(self, event: Event) -> FunctionSummary | None:
         """The whole-program summary of what a call runs (this file or the user's other modules)."""
@@ -294,12 +298,16 @@ class TrainingModel:
             return False
         if not _local_head(self.model, qualified) and qualified == call.name:
             return False  # reached through an import, not a local binding
-        if call.loops:
-            return True
-        for arg in (*call.args, *(v for _, v in call.keywords)):
-            if arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER):
-                return True
-        return False
+        if call.loops and len(self._stack) == 1:
+            return True  # beyond the analysed file, only calls handed a model or an optimizer are followed
+        self._local_kinds = True
+        try:
+            return any(
+                arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER)
+                for arg in (*call.args, *(v for _, v in call.keywords))
+            )
+        finally:
+            self._local_kinds = False
 
     def _load_foreign(self, qualified: str) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
         assert self.project is not None
@@ -484,15 +492,17 @@ class TrainingModel:
         builds an optimizer or a model (`create_optimizer(model)`), and a function of the
         project whose summary shows it neither back-propagates, steps nor clears, are not."""
         for event in events:
-            if not self.is_opaque(event) or self.is_forward(event) or self._known_not_training(event):
+            if not self.is_opaque(event) or self.is_forward(event):
+                continue
+            suspicious = bool(_TRAINING_WORDS.search(tail(event.name))) or any(
+                arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER
+                for arg in (*event.args, *(v for _, v in event.keywords))
+            )
+            if not suspicious or self._known_not_training(event):
                 continue
             if _is_bookkeeping(event) and self.model.kind_of(event.receiver, event.function) is Kind.UNKNOWN:
                 continue  # nothing known about the receiver: its name (`meter`, `pbar`) breaks the tie
-            if _TRAINING_WORDS.search(tail(event.name)):
-                return event
-            for arg in (*event.args, *(v for _, v in event.keywords)):
-                if arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER:
-                    return event
+            return event
         return None
 
     def _known_not_training(self, event: Event) -> bool:
