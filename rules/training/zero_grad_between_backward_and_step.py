@@ -68,7 +68,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 clear = before[z_index]
                 if clear.kind is EventKind.BACKWARD:
                     break  # a backward after any clear: gradients are fresh
-                if not clears(training, clear, optimizer, optimizers):
+                if not clears(training, clear, optimizer, optimizers, step.function):
                     continue
                 if clear.inner and not clear.name == "grad=None" and not (clear.receiver or "").endswith(".grad"):
                     break
