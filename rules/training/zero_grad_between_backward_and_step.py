@@ -10,8 +10,9 @@ move them. The loss stays flat and nothing raises.
 GANs that clear one model and step another (`netD.zero_grad()` then `optimizerG.step()`
 after `errG.backward()`), a clear in the other branch of an `if` than the step (skip a step
 on NaN), and clears that run only under a condition the step does not share are not
-flagged. A model's `zero_grad()` counts as clearing the optimizer only when the loop steps
-a single optimizer.
+flagged. A model's `zero_grad()` counts as clearing the optimizer when the loop steps a
+single optimizer, or when the optimizer is known to own that model's parameters
+(`netD.zero_grad()` clears what `optimizerD = Adam(netD.parameters())` steps).
 
 ## Example
 ```python
