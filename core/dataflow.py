@@ -67,6 +67,10 @@ OVERSAMPLER_CLASS = re.compile(r"^(SMOTE|SMOTEN|SMOTENC|SVMSMOTE|BorderlineSMOTE
 RESAMPLE_FUNCTIONS = frozenset({"sklearn.utils.resample", "sklearn.utils._indexing.resample"})
 STAT_METHODS = frozenset({"mean", "std", "var", "min", "max", "nanmean", "nanstd", "amin", "amax", "median", "quantile", "percentile"})
 _Pos = tuple[int, int]
+_GROUPINGS = frozenset({"groupby", "resample", "rolling", "expanding", "ewm", "pivot_table"})
+# a dataset constructor's arguments that pass functions, not rows: what they carry taints the
+# data (a Normalize fitted elsewhere), but the rows do not come from them
+_FUNCTION_KEYWORDS = frozenset({"transform", "target_transform", "transforms", "pre_transform", "collate_fn"})
 
 
 def side_of_name(name: str) -> str | None:
@@ -488,8 +492,11 @@ class DataFlow:
             func = expr.func
             if isinstance(func, ast.Attribute):
                 out = out | self.info(func.value, scope, depth + 1)
-            for arg in (*expr.args, *(k.value for k in expr.keywords)):
+            for arg in expr.args:
                 out = out | self.info(arg.value if isinstance(arg, ast.Starred) else arg, scope, depth + 1)
+            for keyword in expr.keywords:
+                found = self.info(keyword.value, scope, depth + 1)
+                out = out | (Info(taints=found.taints) if keyword.arg in _FUNCTION_KEYWORDS else found)
             return out
         if isinstance(expr, (ast.Lambda, ast.FunctionDef)):
             return out
@@ -618,7 +625,13 @@ class DataFlow:
                 return "fit"
             if method == "fit_resample" and call.args and self.is_oversampler(func.value, scope, pos(call)):
                 return "resample"
-            if method in STAT_METHODS and not self.imports.is_imported(dotted(func.value) or "") and _global_axis(call, 0):
+            if (
+                method in STAT_METHODS
+                and not self.imports.is_imported(dotted(func.value) or "")
+                and _global_axis(call, 0)
+                and not self._grouped(func.value, scope, pos(call))
+                and not self._offset_only(call)
+            ):
                 return "stat"
         callee = self.resolve_call(call)
         if callee and tail(callee) in STAT_METHODS and callee.split(".")[0] in ("numpy", "torch") and call.args and _global_axis(call, 1):
@@ -628,6 +641,42 @@ class DataFlow:
             if not (isinstance(replace, ast.Constant) and replace.value is False):
                 return "resample"
         return None
+
+    def _grouped(self, receiver: ast.expr, scope: str, at: _Pos) -> bool:
+        """The statistic aggregates per group or window (`df.groupby("k").mean()`,
+        `s.rolling(7).max()`, also through a name bound to the grouping): it builds a new table
+        whose rows are the groups, not a fitted feature of the rows."""
+        node: ast.AST | None = receiver
+        for _ in range(8):
+            if isinstance(node, ast.Subscript):
+                node = node.value
+            elif isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Attribute) and node.func.attr in _GROUPINGS:
+                    return True
+                node = node.func.value if isinstance(node.func, ast.Attribute) else None
+            elif isinstance(node, ast.Attribute):
+                node = node.value
+            elif isinstance(node, ast.Name):
+                d = self.reaching(node.id, scope, at)
+                node = d.value if d is not None and d.kind == "assign" and d.index is None else None
+            else:
+                return False
+        return False
+
+    def _offset_only(self, call: ast.Call) -> bool:
+        """`x - x.min()` (or `.max()`), not scaled further: a shift of the values (labels
+        re-indexed to start at 0), which no model learns from, not a fitted statistic."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("min", "max", "amin", "amax")):
+            return False
+        parents = self.parents(call)
+        parent = parents.get(id(call))
+        if not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and parent.right is call):
+            return False
+        if ast.dump(parent.left) != ast.dump(func.value):
+            return False
+        outer = parents.get(id(parent))
+        return not (isinstance(outer, ast.BinOp) and isinstance(outer.op, (ast.Div, ast.Mult, ast.FloorDiv)))
 
     def tainted_input(self, call: ast.Call) -> ast.expr | None:
         """The data a taint node reads: the fitted / resampled array or the statistic's receiver."""

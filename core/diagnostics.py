@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from torch_preflight.core.source import Position, SourceText, Span
@@ -107,3 +108,33 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     if a[0] == a[1] == b[0] == b[1]:
         return True
     return a[0] < b[1] and b[0] < a[1]
+
+
+# -- places named in messages ------------------------------------------------------------------
+# A message that names another place says `line N` (1-based), written by `cite_line`; front ends
+# whose lines are not the file's (a notebook's cells) rewrite every such mention with `relocate`.
+_LINE_MENTION = re.compile(r"\bline (\d+)\b")
+
+
+def cite_line(line: int) -> str:
+    """How a message names a 0-based line of the analysed text: `line 12`."""
+    return f"line {line + 1}"
+
+
+def relocate_text(text: str, where: Callable[[int], str], path: str | None = None) -> str:
+    """`text` with each `line N` replaced by `where(N - 1)` (e.g. `cell 5, line 3`); with `path`,
+    each `name:N` too (`train.ipynb:370`, as the estimator cites the analysed file)."""
+    text = _LINE_MENTION.sub(lambda m: where(int(m.group(1)) - 1), text)
+    if path:
+        name = re.escape(path.replace("\\", "/").rsplit("/", 1)[-1])
+        text = re.sub(rf"\b{name}:(\d+)\b", lambda m: where(int(m.group(1)) - 1), text)
+    return text
+
+
+def relocate(diagnostic: Diagnostic, where: Callable[[int], str]) -> Diagnostic:
+    """The diagnostic with the lines its message and related messages mention rewritten by `where`."""
+    message = relocate_text(diagnostic.message, where)
+    related = tuple(replace(r, message=relocate_text(r.message, where)) for r in diagnostic.related)
+    if message == diagnostic.message and related == diagnostic.related:
+        return diagnostic
+    return replace(diagnostic, message=message, related=related)

@@ -338,9 +338,9 @@ _CELL_MAGIC = re.compile(r"%%([A-Za-z_][\w.-]*)")
 _LINE_MAGIC = re.compile(
     r"""(?:
         [%!]                                                    # %magic, !shell, !!shell
-      | [A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[%!]   # x = %magic, x = !shell
+      | [A-Za-z_][\w.]*(?:\[[^\]]*\])*(?:\s*,\s*[A-Za-z_][\w.]*(?:\[[^\]]*\])*)*\s*=\s*[%!]  # x = %magic, a[0], b = !shell
       | \?{1,2}\s*[A-Za-z_*]                                    # ?name, ??name
-      | [A-Za-z_][\w.]*(?:\[[^\]]*\]|\([^)]*\))*\s*\?{1,2}\s*$  # name?, obj.attr??
+      | [A-Za-z_*][\w.*]*(?:\[[^\]]*\]|\([^)]*\))*\s*\?{1,2}\s*$  # name?, obj.attr??, torch.*Tensor? (wildcards)
       | (?:pip|conda|mamba)\s+(?:install|uninstall|download)\b  # automagic installs
     )""",
     re.X,
@@ -421,12 +421,23 @@ def _escaped(line: str, index: int) -> bool:
     return count % 2 == 1
 
 
+def ipython_lines(text: str) -> tuple[list[str], set[int], dict[int, int]]:
+    """One code cell as IPython runs it, line for line: dedented (`dedent_cell`), then its
+    IPython syntax neutralised; returns (lines, neutral line numbers, {line: columns removed})."""
+    lines = text.split("\n")
+    shifts = dedent_cell(lines)
+    out, neutral = neutralize("\n".join(lines))
+    return out, neutral, shifts
+
+
 def neutralize(text: str) -> tuple[list[str], set[int]]:
     """The lines of one code cell with IPython syntax replaced; returns (lines, neutral line numbers)."""
     lines = text.split("\n")
     out: list[str] = []
     neutral: set[int] = set()
     state = _LineState()
+    magic_state = _LineState()
+    python_magic = False
     seen_code = False
     magic_continues = False
     for number, line in enumerate(lines):
@@ -449,12 +460,38 @@ def neutralize(text: str) -> tuple[list[str], set[int]]:
             neutral.add(number)
             # a continuation line of a shell command is blank: `pass` at its indentation could be an indent error
             out.append("" if magic_continues else f"{indent}pass" + ("\r" if line.endswith("\r") else ""))
-            magic_continues = body.endswith("\\")
+            if not magic_continues:
+                # a line magic's Python (`%time x = f(`) goes on to the line that closes its bracket
+                magic_state = _LineState()
+                escape = re.search(r"[%!]", body)
+                python_magic = escape is not None and escape.group() == "%" and not body.startswith("%%")
+            if python_magic:
+                magic_state.feed(body[escape.end():].lstrip("%") if not magic_continues and escape else body)
+            magic_continues = body.endswith("\\") or (python_magic and not magic_state.at_statement_start)
             continue
         magic_continues = False
         out.append(line)
         state.feed(line.rstrip("\r"))
     return out, neutral
+
+
+def dedent_cell(lines: list[str]) -> dict[int, int]:
+    """IPython runs a cell indented as a whole (its first non-blank line indented) as if it were
+    not: it removes that line's indentation from every line that starts with it. Done in place;
+    returns {line number: columns removed}, so positions map back by adding the shift."""
+    first = next((n for n, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return {}
+    line = lines[first]
+    space = line[: len(line) - len(line.lstrip(" \t"))]
+    if not space:
+        return {}
+    shifts: dict[int, int] = {}
+    for n in range(first, len(lines)):
+        if lines[n].startswith(space):
+            lines[n] = lines[n][len(space) :]
+            shifts[n] = len(space)
+    return shifts
 
 
 # -- the joined module -----------------------------------------------------------------------
@@ -482,6 +519,14 @@ class Joined:
     lines: list[tuple[int, int]]  # module line -> (cell index, line in cell)
     neutral: frozenset[int]  # module lines that held IPython syntax
     ranges: dict[int, CellRange] = field(default_factory=dict)  # cell index -> where it sits
+    shifts: dict[int, int] = field(default_factory=dict)  # module line -> columns IPython's dedent removed
+
+    def col_in_cell(self, line: int, col: int) -> int:
+        """The column in the cell of a module column (a dedented cell's lines start further right)."""
+        return col + self.shifts.get(line, 0)
+
+    def col_in_module(self, line: int, col: int) -> int:
+        return max(col - self.shifts.get(line, 0), 0)
 
     @cached_property
     def source(self) -> SourceText:
@@ -507,23 +552,23 @@ class Joined:
             index, line = self.lines[-1]
             return CellPosition(index + 1, line, len(self.notebook.cells[index].text.split("\n")[line]))
         index, line = self.cell_of_line(pos.line)
-        return CellPosition(index + 1, line, pos.col)
+        return CellPosition(index + 1, line, self.col_in_cell(pos.line, pos.col))
 
     def to_module(self, cell_index: int, pos: Position) -> Position | None:
         """A position inside cell `cell_index` (0-based) as a module position (None: not a code cell)."""
         rng = self.ranges.get(cell_index)
         if rng is None:
             return None
-        line = min(max(pos.line, 0), rng.line_count - 1)
-        return Position(rng.first_line + line, pos.col)
+        line = rng.first_line + min(max(pos.line, 0), rng.line_count - 1)
+        return Position(line, self.col_in_module(line, pos.col))
 
     def cell_span(self, span: Span) -> tuple[int, Span]:
         """The cell of the span's start (0-based) and the span inside it, its end clamped to that cell."""
         index, line = self.cell_of_line(span.start.line)
-        start = Position(line, span.start.col)
+        start = Position(line, self.col_in_cell(span.start.line, span.start.col))
         rng = self.ranges.get(index)
         if rng is not None and span.end.line < rng.first_line + rng.line_count:
-            end = Position(span.end.line - rng.first_line, span.end.col)
+            end = Position(span.end.line - rng.first_line, self.col_in_cell(span.end.line, span.end.col))
         else:
             last = self.notebook.cells[index].text.split("\n")
             end = Position(len(last) - 1, len(last[-1]))
@@ -532,6 +577,16 @@ class Joined:
     def cell_text(self, index: int) -> str:
         return self.notebook.cells[index].text
 
+    @property
+    def segments(self) -> list[tuple[int, int]]:
+        """(first module line, line count) of each cell, in order: the parts that compile alone."""
+        return [(rng.first_line, rng.line_count) for rng in self.ranges.values()]
+
+    def cite(self, line: int) -> str:
+        """A module line as a message names it in a notebook: `cell 5, line 3` (1-based)."""
+        index, inside = self.cell_of_line(line)
+        return f"cell {index + 1}, line {inside + 1}"
+
 
 def join(notebook: Notebook) -> Joined:
     """Join the Python code cells of `notebook` into one module."""
@@ -539,18 +594,20 @@ def join(notebook: Notebook) -> Joined:
     line_map: list[tuple[int, int]] = []
     neutral: set[int] = set()
     ranges: dict[int, CellRange] = {}
+    shifts: dict[int, int] = {}
     if notebook.is_python:
         for cell in notebook.cells:
             if not is_python_cell(cell):
                 continue
-            cell_lines, magic = neutralize(cell.text)
+            cell_lines, magic, shifted = ipython_lines(cell.text)
             first = len(line_map)
             ranges[cell.index] = CellRange(first, len(cell_lines))
             neutral.update(first + n for n in magic)
+            shifts.update((first + n, cols) for n, cols in shifted.items())
             line_map.extend((cell.index, n) for n in range(len(cell_lines)))
             parts.extend(cell_lines)
     text = "\n".join(parts) + "\n" if parts else ""
-    return Joined(notebook, text, line_map, frozenset(neutral), ranges)
+    return Joined(notebook, text, line_map, frozenset(neutral), ranges, shifts)
 
 
 # -- fixes -----------------------------------------------------------------------------------
@@ -572,13 +629,16 @@ def touches_neutral(neutral: frozenset[int] | set[int], span: Span) -> bool:
 
 def cell_edit(joined: Joined, edit: Edit) -> tuple[int, Edit] | None:
     """One module edit as (cell index, edit inside that cell), or None when it cannot be
-    expressed inside one cell (it spans cells, or rewrites a neutralised magic line)."""
+    expressed inside one cell (it spans cells, rewrites a neutralised magic line, or falls in a
+    cell IPython dedents)."""
     if not joined.lines or touches_neutral(joined.neutral, edit.span):
         return None
     start_cell, start_line = joined.cell_of_line(edit.span.start.line)
     if edit.span.start.line >= len(joined.lines):
         return None
     rng = joined.ranges[start_cell]
+    if any(line in joined.shifts for line in range(rng.first_line, rng.first_line + rng.line_count)):
+        return None  # a cell IPython dedents: the fix's indentation is the module's, not the cell's
     cell_lines = joined.cell_text(start_cell).split("\n")
     start = Position(start_line, edit.span.start.col)
     end_line = edit.span.end.line - rng.first_line

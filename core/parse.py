@@ -10,12 +10,15 @@ the intact parts keeps its true position. The syntax errors themselves are repor
 from __future__ import annotations
 
 import ast
+import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from torch_preflight.core.source import Position, SourceText
 
 MAX_REPAIR_ROUNDS = 32
+_NAME = re.compile(r"[^\W\d]")
 
 
 @dataclass(frozen=True)
@@ -28,14 +31,18 @@ class SyntaxProblem:
 class ParseResult:
     tree: ast.Module
     errors: list[SyntaxProblem] = field(default_factory=list)
+    repaired: frozenset[int] = frozenset()  # 0-based lines whose statement the error recovery dropped (neutralised)
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
 
-def parse(source: SourceText, *, force_recovery: bool = False) -> ParseResult:
-    """Parse `source` into an `ast.Module`, never raising on bad input."""
+def parse(source: SourceText, *, force_recovery: bool = False, cells: Sequence[tuple[int, int]] | None = None) -> ParseResult:
+    """Parse `source` into an `ast.Module`, never raising on bad input.
+
+    `cells`: (first line, line count) of parts that compile on their own, as a notebook's cells
+    do; a broken part is repaired alone and reported once, the others stay intact."""
     text = source.text.replace("\x00", " ")
     if not force_recovery:
         try:
@@ -47,18 +54,76 @@ def parse(source: SourceText, *, force_recovery: bool = False) -> ParseResult:
     else:
         first = None
     lines = text.splitlines(keepends=True)
+    if cells:
+        return _parse_cells(lines, source, cells)
     # First the narrowest repair: neutralise the lines the compiler points at. When that
     # does not converge, neutralise every region parso's error recovery marks, then retry.
-    tree, problem = _repair(list(lines), source)
-    if tree is None:
-        marked = list(lines)
-        for line in _parso_error_lines(text):
-            _neutralise(marked, line)
-        tree, _ = _repair(marked, source)
+    tree, problem, repaired = _recover(lines, source)
     errors = [p for p in (first or problem,) if p is not None]
     if tree is None:
         return ParseResult(ast.Module(body=[], type_ignores=[]), errors or [SyntaxProblem("invalid syntax", Position(0, 0))])
-    return ParseResult(tree, errors)
+    return ParseResult(tree, errors, repaired)
+
+
+def _recover(lines: list[str], source: SourceText) -> tuple[ast.Module | None, SyntaxProblem | None, frozenset[int]]:
+    """Repair `lines` (in place) until they parse: (tree or None, the first problem, lines neutralised)."""
+    original = list(lines)
+    work = list(lines)
+    tree, problem = _repair(work, source)
+    if tree is None:
+        work = list(original)
+        for line in _parso_error_lines("".join(original)):
+            _neutralise(work, line)
+        tree, _ = _repair(work, source)
+    lines[:] = work
+    # the statements lost: lines with a name on them replaced by `pass` or blanked (a closed
+    # bracket or a re-indented line keeps its statement; a stray `)` held none)
+    lost = frozenset(
+        n for n, (a, b) in enumerate(zip(original, work, strict=True))
+        if a != b and b.strip() in ("", "pass") and _NAME.search(a.split("#", 1)[0])
+    )
+    return tree, problem, lost
+
+
+def _parse_cells(lines: list[str], source: SourceText, cells: Sequence[tuple[int, int]]) -> ParseResult:
+    """Each cell parsed alone; each broken one repaired alone, with its first problem reported."""
+    errors: list[SyntaxProblem] = []
+    repaired: set[int] = set()
+    for start, count in cells:
+        part = lines[start : start + count]
+        if not part:
+            continue
+        # the cell at its place in the file: blank lines before it keep the line numbers
+        padded = ["\n"] * start + part
+        try:
+            _ast_parse("".join(padded))
+            continue
+        except (SyntaxError, ValueError):
+            pass
+        except (RecursionError, MemoryError) as exc:
+            errors.append(_problem(exc, source))
+            lines[start : start + count] = ["pass\n" if n == 0 else "\n" for n in range(count)]
+            repaired.update(range(start, start + count))
+            continue
+        tree, problem, changed = _recover(padded, source)
+        if problem is not None:
+            errors.append(problem)
+        if tree is None:  # beyond repair: the cell counts as empty
+            padded[start:] = ["\n"] * count
+            changed = frozenset(range(start, start + count))
+        lines[start : start + count] = [_ending(old, new) for old, new in zip(part, padded[start:], strict=True)]
+        repaired.update(changed)
+    try:
+        tree = _ast_parse("".join(lines))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ParseResult(ast.Module(body=[], type_ignores=[]), errors or [SyntaxProblem("invalid syntax", Position(0, 0))])
+    return ParseResult(tree, errors, frozenset(repaired))
+
+
+def _ending(old: str, new: str) -> str:
+    """`new` with the line ending `old` had (a cell's last line may have none)."""
+    body = new.rstrip("\r\n")
+    return body + old[len(old.rstrip("\r\n")) :]
 
 
 def _repair(lines: list[str], source: SourceText) -> tuple[ast.Module | None, SyntaxProblem | None]:
@@ -176,3 +241,26 @@ def _neutralise(lines: list[str], line: int, *, escalate: bool = False) -> bool:
         return True
     lines[line] = replacement
     return True
+
+
+_SCOPES = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def uncertain_regions(tree: ast.Module, repaired: frozenset[int] | set[int]) -> list[tuple[int, int]]:
+    """The (first, last) 0-based lines of each outermost loop or function that holds a repaired
+    (neutralised) line: the error recovery dropped part of what it does, so nothing found in it
+    is certain. (A caller of such a function is not: what it does around the call is known.)"""
+    if not repaired:
+        return []
+    regions: list[tuple[int, int]] = []
+    stack: list[ast.AST] = [tree]
+    while stack:  # the outermost loops and functions, through classes, ifs, withs and trys
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, _SCOPES):
+                first, last = child.lineno - 1, (child.end_lineno or child.lineno) - 1
+                if any(first <= n <= last for n in repaired):
+                    regions.append((first, last))
+            elif isinstance(child, ast.stmt):
+                stack.append(child)
+    return sorted(regions)

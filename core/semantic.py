@@ -13,6 +13,7 @@ and the estimator, which need expression shapes the summaries drop.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,6 +95,8 @@ _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 _FACTORY = re.compile(r"^_*(create|get|build|make|init|setup|configure|construct|prepare)_?(?P<what>optimi[sz]ers?|optim|lr_scheduler|scheduler|model|net|network)$", re.I)
 _WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_", "module"})
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_", "__float__"})
+_BUILTINS = frozenset(dir(builtins))
+_CREATE_GRAPH = re.compile(r"\bcreate_graph\s*=\s*True\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +196,7 @@ class Loop:
     body_indent: str
     indent: str
     has_multiline_strings: bool = False
+    runs_once: bool = False  # its body leaves the loop unconditionally (`break`, `return`, `raise`): one pass
 
 
 @dataclass(slots=True)
@@ -406,6 +410,8 @@ class ModuleModel:
         for event in reversed(self.assignments(name, scope)):
             if event.value is not None and len(event.targets) == 1:
                 kind = self.kind_of_value(event.value, event.function, _depth + 1)
+                if kind in GRAPH_KINDS and event.no_grad:
+                    return Kind.DETACHED  # computed under no_grad / inference_mode: no graph, wherever it goes
                 if kind is not Kind.UNKNOWN:
                     return kind
         return self.kind_from_spelling(name)
@@ -488,6 +494,8 @@ class ModuleModel:
             return Kind.MODEL
         if callee in ("float", "int", "len", "round", "bool"):
             return Kind.SCALAR
+        if callee == "torch.autograd.grad" and _CREATE_GRAPH.search(value.text):
+            return Kind.OUTPUT  # gradients with their own graph (a gradient penalty back-propagates through them)
         cls = self.classes.get(callee)
         if cls is not None:
             if cls.is_module:
@@ -560,6 +568,49 @@ class ModuleModel:
             return False
         seen = _seen | {scope}
         return all(c.no_grad or self.covered_by_no_grad(c.function, seen, disables) for c in callers)
+
+    def readers(self, name: str, scope: str) -> list[Function]:
+        """The functions that can read the object `name` holds in `scope`. All of them for an
+        attribute (`self.losses`), a module-level name or a parameter; for a local of a function,
+        that function and the functions nested in it, unless the object leaves it (returned,
+        stored elsewhere, bound to an attribute, passed to a call other than a library function
+        or one of its own methods), which makes it all of them again."""
+        fn = self.functions.get(scope)
+        everyone = list(self.functions.values())
+        if fn is None or not scope or "." in name or name in fn.params or self._assigns_by_target("").get(name):
+            return everyone
+        if not self._assigns_by_target(scope).get(name):
+            return everyone  # bound in an enclosing function: it is that function's local
+        for event in fn.events:
+            if self._hands_out(event, name):
+                return everyone
+        return [f for f in self.functions.values() if f.qualname == scope or f.qualname.startswith(scope + ".")]
+
+    def _hands_out(self, event: Event, name: str) -> bool:
+        """`event` passes the object `name` holds out of its function (a number computed
+        from it does not: `return torch.stack(losses).mean().item()`)."""
+        if event.value is not None and self.kind_of_value(event.value, event.function) in (Kind.SCALAR, Kind.DETACHED):
+            return False
+        if event.kind is EventKind.RETURN:
+            return event.value is not None and name in event.value.names
+        if event.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN):
+            if event.value is None or name not in event.value.names or event.targets == (name,):
+                return False
+            aliased = event.value.text.strip() == name  # `kept = losses`: the same object under another name
+            return aliased or any("." in t or "[" in t for t in event.targets)
+        passed = [*event.args, *(v for _, v in event.keywords)]
+        if event.kind is EventKind.STORE:
+            return event.receiver != name and any(name in v.names for v in (*passed, *((event.value,) if event.value else ())))
+        if not any(name in v.names for v in passed):
+            return False
+        if event.receiver == name or (event.kind is EventKind.CALL and event.name and not event.receiver and self._library_call(event.name)):
+            return False  # `losses.pop()`, `torch.stack(losses)`, `len(losses)`
+        return True
+
+    def _library_call(self, name: str) -> bool:
+        head = name.partition(".")[0]
+        imported = any(target.partition(".")[0] == head for target in self.imports.aliases.values())
+        return (imported or head in _BUILTINS) and not self.resolve_function(name, "")
 
     def loops_in(self, scope: str) -> list[Loop]:
         return [loop for loop in self.loops.values() if loop.function == scope]
@@ -853,6 +904,7 @@ class _Builder:
             body_indent=self.source.indentation(first_line) if self.source.line(first_line)[: len(self.source.indentation(first_line))].strip() == "" and first_line != span.start.line else self.source.indentation(span.start.line) + "    ",
             indent=self.source.indentation(span.start.line),
             has_multiline_strings=_has_multiline_strings(node),
+            runs_once=any(isinstance(stmt, (ast.Break, ast.Return, ast.Raise)) for stmt in node.body),
         )
         if isinstance(node, (ast.For, ast.AsyncFor)):
             self.stmt = self.span(node.target)

@@ -623,9 +623,8 @@ class TrainingModel:
                     target = model.resolve_function(event.args[1].base, event.function)
                     if target:
                         handlers.append((event.receiver, target))
-        for cls in model.classes.values():
-            if cls.owns_loop and "training_step" in cls.methods:
-                updates.setdefault(cls.methods["training_step"], set())
+        for qualname, _ in self.step_hooks:
+            updates.setdefault(qualname, set())
         found = []
         for qualname, engines in updates.items():
             events = tuple(e for e in self.expanded(qualname) if not e.loops)
@@ -636,6 +635,36 @@ class TrainingModel:
             extra = tuple(e for engine, h in handlers if engine in engines or engine not in known for e in self.expanded(h) if not e.loops)
             found.append((model.functions[qualname], events + extra))
         return tuple(found)
+
+    @cached_property
+    def backward_loops(self) -> tuple[TrainingLoop, ...]:
+        """The training loops, then the loops whose iteration runs `backward()` itself (not only in
+        a nested loop) with gradients on but steps no optimizer: micro-step accumulation, or a step
+        made elsewhere. What such a loop keeps across iterations keeps its graph just the same."""
+        found = list(self.training_loops)
+        known = {t.loop.id for t in found}
+        for loop in self.model.loops.values():
+            if loop.id in known or not self.is_torch_code:
+                continue
+            events = self.iteration(loop)
+            backwards = tuple(e for e in events if e.kind is EventKind.BACKWARD)
+            if any(not e.inner and not e.no_grad for e in backwards) and self.grad_enabled_at(loop):
+                found.append(TrainingLoop(loop, events, (), backwards))
+        return tuple(found)
+
+    @cached_property
+    def step_hooks(self) -> tuple[tuple[str, tuple[Event, ...]], ...]:
+        """(qualname, events) of each `training_step` of a class whose framework runs the loop
+        (a LightningModule, a Hugging Face Trainer): the framework calls it once per step, so its
+        body is one iteration of a training loop it cannot see. Events inside the hook's own loops
+        are marked `inner`."""
+        hooks = []
+        for cls in self.model.classes.values():
+            qualname = cls.methods.get("training_step") if cls.owns_loop and self.is_torch_code else None
+            if qualname is not None:
+                events = tuple(e if e.inner == bool(e.loops) else replace(e, inner=bool(e.loops)) for e in self.expanded(qualname))
+                hooks.append((qualname, events))
+        return tuple(hooks)
 
     def is_training_loop(self, loop: Loop) -> bool:
         return any(t.loop.id == loop.id for t in self.training_loops)

@@ -133,7 +133,7 @@ class Instance:
 class Interpreter:
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
-                 project: ProjectView | None = None) -> None:
+                 project: ProjectView | None = None, max_steps: int = MAX_STEPS) -> None:
         self.model = model
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
@@ -146,7 +146,7 @@ class Interpreter:
         self.force_autocast = force_autocast
         self.dtype_override = dtype
         self.globals = Scope(imports=model.imports, path=model.path)
-        self.steps_left = MAX_STEPS
+        self.steps_left = max_steps  # statements and loop iterations left; past them: Budget
         self.grad_enabled = True
         self.autocast: str | None = force_autocast
         self.forward_depth = 0
@@ -386,7 +386,8 @@ class Interpreter:
                     value._registered = True  # type: ignore[attr-defined]
                     self.instances.append(Instance(value, getattr(node, "lineno", 1) - 1, getattr(node, "col_offset", 0), target.id))
         elif isinstance(target, (ast.Tuple, ast.List)):
-            values = self.unpack(value, len(target.elts), node)
+            starred = any(isinstance(elt, ast.Starred) for elt in target.elts)
+            values = self.unpack(value, len(target.elts), node, exact=not starred)
             for elt, v in zip(target.elts, values, strict=False):
                 if isinstance(elt, ast.Starred):
                     self.assign(elt.value, UNKNOWN, scope, node)
@@ -406,7 +407,14 @@ class Interpreter:
             elif isinstance(obj, Module) and obj.type == "ModuleDict" and isinstance(value, Module):
                 obj.children[str(key)] = value
 
-    def unpack(self, value: Any, n: int, node: ast.AST) -> list[Any]:
+    def unpack(self, value: Any, n: int, node: ast.AST, exact: bool = False) -> list[Any]:
+        if exact and isinstance(value, Obj) and value.type == "shape" and len(value.attrs["dims"]) != n:
+            # `b, n, d = x.shape` on a tensor of another rank: a ValueError at run time when the shape is
+            # known, and nothing known about b, n, d either way
+            if self.checker is not None:
+                self.checker.unpack(value, n, node)
+            self.problem(f"unpacking a {len(value.attrs['dims'])}-D shape into {n} names", node)
+            return [UNKNOWN] * n
         if isinstance(value, (tuple, list)):
             return list(value) + [UNKNOWN] * (n - len(value))
         if isinstance(value, Tensor):
@@ -846,7 +854,7 @@ class Interpreter:
             return found if found is not None else UNKNOWN
         if isinstance(base, Tensor):
             if name == "shape":
-                return Obj("shape", {"dims": base.shape})
+                return Obj("shape", {"dims": base.shape, "tensor": base})
             if name == "dtype":
                 return Qualified(f"torch.{base.dtype}")
             if name == "T":
@@ -883,6 +891,8 @@ class Interpreter:
                 if out is not first:
                     out.trail = first.trail
                     out.guessed = any(isinstance(t, Tensor) and t.guessed for t in (left, right))
+                if any(is_unknown(v) and not v.reason.startswith("config value") for v in (left, right)):
+                    out.guessed = True  # broadcast with a value of unknown shape (a config value is a number): unknown
             return out
         if isinstance(left, Obj) and left.type == "shape" and isinstance(right, tuple):
             left = left.attrs["dims"]

@@ -258,6 +258,16 @@ class ShapeChecker:
             self._add("broadcast", symbol, symbol, span, "shapes that broadcast", f"{_dims(left.shape)} {symbol} {_dims(right.shape)}", left)
         return ok
 
+    def unpack(self, shape: Any, n: int, node: ast.AST) -> None:
+        """`a, b, c = x.shape` with a rank other than 3: reported when the tensor's shape is certain."""
+        t = shape.attrs.get("tensor")
+        if not isinstance(t, Tensor):
+            return
+        self.note(False, t)
+        span = self.node_span(node)
+        if span is not None and self.certain([t]):
+            self._add("unpack", "shape", "shape", span, f"a {n}-D tensor ({n} names)", f"{_dims(t.shape)} ({len(t.shape)}-D)", t)
+
     def view(self, t: Tensor, name: str, dims: list[int]) -> bool:
         if any(d < 0 for d in dims):
             return True  # -1: torch infers it; not checked
@@ -271,8 +281,15 @@ class ShapeChecker:
 
 
 # ---- entry ---------------------------------------------------------------------------------------
-def _interpreter(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None) -> tuple[Interpreter, ShapeChecker]:
-    it = Interpreter(model, tree, device="cuda", input_shape=input_shape)
+# The interpreter's work budget for one file's shape check, in statements and loop iterations: half
+# for the script (and the configured input shape), a quarter for each probe input. Past it the rest
+# stays unknown: what was proven before is kept, nothing after is checked. 40k steps are ~0.1 s of
+# CPU; a notebook that unrolls a 12-block model over many experts runs into it, the fixtures need 2k.
+SHAPE_STEPS = 40_000
+
+
+def _interpreter(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None, steps: int) -> tuple[Interpreter, ShapeChecker]:
+    it = Interpreter(model, tree, device="cuda", input_shape=input_shape, max_steps=steps)
     checker = ShapeChecker(it)
     it.checker = checker
     it.run()
@@ -331,10 +348,14 @@ def probe(mod: Module, variant: int) -> Tensor | None:
     return None
 
 
-def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int) -> list[list[ShapeMismatch]]:
-    it, _ = _interpreter(model, tree, None)
+def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int, steps: int) -> list[list[ShapeMismatch]]:
+    it, _ = _interpreter(model, tree, None, steps)
     results: list[list[ShapeMismatch]] = []
-    for mod in _models(it):
+    try:
+        models = _models(it)
+    except Budget:
+        return results
+    for mod in models:
         x = probe(mod, variant)
         if x is None:
             results.append([])
@@ -356,25 +377,30 @@ def _key(m: ShapeMismatch) -> tuple[Any, ...]:
     return (m.span, m.kind, m.expected, m.actual)
 
 
-def check_shapes(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None = None) -> list[ShapeMismatch]:
-    """Shape mismatches in the file; [] when it builds no nn.Module or cannot be read. Never raises."""
+def check_shapes(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None = None,
+                 steps: int = SHAPE_STEPS) -> list[ShapeMismatch]:
+    """Shape mismatches in the file; [] when it builds no nn.Module or cannot be read. Never raises.
+    `steps`: the interpreter's work budget (statements and loop iterations, all runs together)."""
     try:
-        return _check(model, tree, input_shape)
+        return _check(model, tree, input_shape, steps)
     except (RecursionError, Budget):
         return []
     except Exception:  # the interpreter is best-effort; a crash must not become a finding
         return []
 
 
-def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None) -> list[ShapeMismatch]:
-    it, checker = _interpreter(model, tree, input_shape)
+def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None, steps: int) -> list[ShapeMismatch]:
+    it, checker = _interpreter(model, tree, input_shape, steps // 2)
     found = list(checker.found)
     if input_shape is not None:
-        for mod in _models(it):
-            it.guessing, it.in_script = 0, 1
-            it.call_module(mod, [Tensor((2, *input_shape))], {}, None)
+        try:
+            for mod in _models(it):
+                it.guessing, it.in_script = 0, 1
+                it.call_module(mod, [Tensor((2, *input_shape))], {}, None)
+        except Budget:
+            pass  # what was proven before the budget ran out stands
         found.extend(f for f in checker.found if f not in found)
-    first, second = _probe_findings(model, tree, 0), _probe_findings(model, tree, 1)
+    first, second = _probe_findings(model, tree, 0, steps // 4), _probe_findings(model, tree, 1, steps // 4)
     for a, b in zip(first, second, strict=False):
         keys = {_key(m) for m in b}
         found.extend(replace(m, input_shape=None) for m in a if _key(m) in keys)  # the probe's shape is not the user's

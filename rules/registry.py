@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from torch_preflight.rules.base import Rule
-from torch_preflight.rules.data import overlap_leakage, preprocessing_leakage, test_data_in_training
+from torch_preflight.rules.data import overlap_leakage, preprocessing_leakage, selection_on_test_split
 from torch_preflight.rules.memory import vram_exceeds_budget
 from torch_preflight.rules.model import (
     double_softmax,
@@ -58,7 +58,7 @@ ALL_RULES: tuple[Rule, ...] = tuple(
         forward_called_directly,
         layer_defined_but_unused,
         preprocessing_leakage,
-        test_data_in_training,
+        selection_on_test_split,
         overlap_leakage,
         unsafe_torch_load,
         vram_exceeds_budget,

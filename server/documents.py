@@ -11,18 +11,19 @@ import functools
 import logging
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import parso
 from parso.cache import parser_cache
 from torch_preflight.core.config import Config
+from torch_preflight.core.diagnostics import Diagnostic, Fix
 from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines
 from torch_preflight.core.memory import MemoryReport
-from torch_preflight.core.notebook import neutralize
+from torch_preflight.core.notebook import cell_edit, from_cells, ipython_lines, join, neutralize
 from torch_preflight.core.project import Dependency, Project
-from torch_preflight.core.source import SourceText
+from torch_preflight.core.source import SourceText, Span
 
 from torch_preflight.analyze import Result, analyze
 from torch_preflight.scoped import ScopedChecker
@@ -161,7 +162,7 @@ class Document:
 
     def _analyze(self, config: Config) -> Result:
         if self.is_cell:
-            return analyze(self.cell_module[0], self.path, config)
+            return cell_result(self.text, self.path, config)
         try:
             starts, tree = self._statements()
             model = self.builder.build(self.source, chunk_lines(self.source, starts), self.path, tree)
@@ -196,3 +197,29 @@ class Document:
     def close(self) -> None:
         self.primed = False
         parser_cache.get(_grammar()._hashed, {}).pop(self.parso_key, None)
+
+
+def cell_result(text: str, path: str, config: Config) -> Result:
+    """The analysis of one notebook cell sent as a text document, as IPython runs it (magics
+    neutralised, a cell indented as a whole dedented), with every position in the cell as
+    written. A fix that would rewrite a magic line or indent a dedented cell wrongly is dropped."""
+    lines, _, shifts = ipython_lines(text)
+    result = analyze("\n".join(lines), path, config)
+    if not shifts:
+        return result  # the cell's own lines and columns
+    joined = join(from_cells([("code", text, None)]))  # the map back to the cell
+
+    def span(s: Span) -> Span:
+        return joined.cell_span(s)[1]
+
+    def fix(f: Fix | None) -> Fix | None:
+        edits = [cell_edit(joined, e) for e in f.edits] if f is not None else []
+        if f is None or not edits or any(e is None for e in edits):
+            return None
+        return replace(f, edits=tuple(e[1] for e in edits if e is not None))
+
+    def moved(d: Diagnostic) -> Diagnostic:
+        return replace(d, span=span(d.span), related=tuple(replace(r, span=span(r.span)) for r in d.related), fix=fix(d.fix))
+
+    errors = [replace(p, position=span(Span(p.position, p.position)).start) for p in result.syntax_errors]
+    return replace(result, source=SourceText(text), diagnostics=[moved(d) for d in result.diagnostics], syntax_errors=errors)

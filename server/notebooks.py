@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from torch_preflight.core.config import Config
-from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, relocate_text
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.noqa import suppress_edit
 from torch_preflight.core.notebook import Joined, cell_edit, fixed_cells, from_cells, join
@@ -97,7 +97,7 @@ class NotebookDoc:
         key = (self.key, config)
         if self.result is None or self.result_key != key:
             assert self.joined is not None
-            self.result = analyze(self.joined.text, self.path, config)
+            self.result = analyze(self.joined.text, self.path, config, notebook=self.joined)
             self.result_key = key
         return self.result
 
@@ -200,7 +200,7 @@ class Notebooks:
         for d in result.diagnostics:
             index, _ = joined.cell_span(d.span)
             out[doc.cells[index].uri].append(self.to_lsp(doc, d, enc))
-        for problem in result.syntax_errors[:1]:
+        for problem in result.syntax_errors:  # one per broken cell
             index, span = joined.cell_span(Span(problem.position, problem.position))
             source = SourceText(doc.cells[index].text)
             out[doc.cells[index].uri].append(convert.syntax_diagnostic(problem.message, span.start, source, enc))
@@ -337,6 +337,6 @@ class Notebooks:
         for report in doc.memory(config, server.estimator):
             layer = next((x for x in report.layers if x.line == pos.line and x.file is None), None)
             if layer is not None or pos.line == report.model_line or class_lines.get(pos.line) == report.model:
-                value = convert.hover_markdown(report, layer)
+                value = relocate_text(convert.hover_markdown(report, layer), joined.cite, doc.path)  # cells, not module lines
                 return True, types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))
         return True, None

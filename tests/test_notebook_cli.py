@@ -106,6 +106,34 @@ def test_github_annotations_point_into_the_stored_notebook(tmp_path, monkeypatch
     assert "for x, y in loader" in (project / "training.ipynb").read_text(encoding="utf-8").split("\n")[line - 1]
 
 
+# -- every place a user reads names a cell and a line ------------------------------------------
+
+EPOCH_LOOP = "(cell 4, line 1)"  # the epoch loop of epochs.ipynb, line 9 of its joined cells
+
+
+@pytest.mark.parametrize("fmt", ["text", "concise", "json", "sarif", "github"])
+def test_messages_name_cells_in_every_format(tmp_path, monkeypatch, capsys, fmt):
+    project = project_with(tmp_path, "epochs.ipynb", "exercise.ipynb")
+    result = run_cli(["check", "--format", fmt, "--no-cache"], monkeypatch, capsys, cwd=project)
+    assert result.code == 1, result.err
+    assert EPOCH_LOOP in result.out and "line 9" not in result.out
+    if fmt in ("text", "concise"):
+        assert "epochs.ipynb:cell 3:2:5: TPF009" in result.out
+        # one syntax error per broken cell, each where the cell has it
+        assert "exercise.ipynb:cell 2:3:16: SyntaxError" in result.out
+        assert "exercise.ipynb:cell 3:2:28: SyntaxError" in result.out
+    if fmt == "json":
+        items = json.loads(result.out)
+        assert sorted((i["cell"], i["code"]) for i in items if i["filename"].endswith("exercise.ipynb")) == [
+            (2, None), (3, None), (4, "TPF001")]
+    if fmt == "sarif":
+        (tpf009,) = [r for r in json.loads(result.out)["runs"][0]["results"] if r["ruleId"] == "TPF009"]
+        assert EPOCH_LOOP in tpf009["message"]["text"]
+        assert sorted(r["properties"]["notebookCell"] for r in tpf009["relatedLocations"]) == [4, 4]
+    if fmt == "github":
+        assert sum(line.startswith("::error file=exercise.ipynb") and "title=SyntaxError" in line for line in result.out.splitlines()) == 2
+
+
 def test_fix_rewrites_only_the_fixed_cells(tmp_path, monkeypatch, capsys):
     project = project_with(tmp_path, "training.ipynb")
     before = (project / "training.ipynb").read_bytes()

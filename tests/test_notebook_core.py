@@ -4,6 +4,7 @@ byte-identical round trips, malformed notebooks; and the fixture notebooks in te
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from torch_preflight.core.config import config_from_table
 from torch_preflight.core.diagnostics import Applicability, Edit, Fix
 from torch_preflight.core.notebook import (
+    CellPosition,
     Notebook,
     NotebookError,
     apply_fixes,
@@ -26,9 +28,11 @@ from torch_preflight.core.notebook import (
     raw_position,
     replace_sources,
 )
-from torch_preflight.core.source import Position, Span
+from torch_preflight.core.parse import parse, uncertain_regions
+from torch_preflight.core.semantic import build
+from torch_preflight.core.source import Position, SourceText, Span
 
-from torch_preflight.analyze import analyze
+from torch_preflight.analyze import analyze, check_model
 
 NOTEBOOKS = Path(__file__).parent / "notebooks"
 CASES = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -42,13 +46,16 @@ def load(name: str) -> Notebook:
 
 
 def findings(nb: Notebook) -> Counter[tuple[int, int, str]]:
+    """(cell, line, code) of each finding; a syntax error's code is `SyntaxError`."""
     joined = join(nb)
-    result = analyze(joined.text, "nb.ipynb", ALL)
-    assert not result.syntax_errors, result.syntax_errors
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
     out: Counter[tuple[int, int, str]] = Counter()
     for d in result.diagnostics:
         where = joined.to_cell(d.span.start)
         out[(where.cell, where.line + 1, d.code)] += 1
+    for problem in result.syntax_errors:
+        where = joined.to_cell(problem.position)
+        out[(where.cell, where.line + 1, "SyntaxError")] += 1
     return out
 
 
@@ -63,6 +70,8 @@ def test_fixture_notebook(path: Path) -> None:
         if cell.cell_type == "code" and nb.is_python:
             for (line, code), n in expected(cell.text).items():
                 want[(cell.number, line, code)] += n
+            for line, text in enumerate(cell.text.split("\n"), start=1):
+                want[(cell.number, line, "SyntaxError")] += "# syntax error" in text
     # a `# error:` comment in a cell that is not Python (a %%writefile cell) must not count
     want -= Counter({k: v for k, v in want.items() if not _is_python(nb, k[0])})
     assert findings(nb) == want
@@ -117,12 +126,16 @@ def test_every_module_line_maps_back_to_its_cell_line(path: Path) -> None:
     assert len(module_lines) == len(joined.lines)
     for n, text in enumerate(module_lines):
         index, line = joined.lines[n]
+        shift = joined.shifts.get(n, 0)  # columns IPython's dedent removed
         original = nb.cells[index].text.split("\n")[line]
+        assert original[:shift].strip() == ""
+        original = original[shift:]
         if n in joined.neutral:
             assert text == "" or (text.strip() == "pass" and text[: len(text) - 4] == original[: len(text) - 4])
         else:
             assert text == original
-        assert joined.to_module(index, Position(line, 3)) == Position(n, 3)
+        assert joined.to_module(index, Position(line, shift + 3)) == Position(n, 3)
+        assert joined.to_cell(Position(n, 3)) == CellPosition(index + 1, line, shift + 3)
 
 
 @pytest.mark.parametrize(
@@ -368,3 +381,114 @@ def test_raw_positions_point_into_the_stored_json() -> None:
                         assert pos is not None
                         found = stored[pos.line][pos.col]
                         assert found == ch or found == "\\", (cell.index, n, col, ch, found)
+
+
+# -- IPython as IPython runs it ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "import torch\ntorch.*Tensor?",
+        "torch.nn.*?",
+        "obj??",
+        "x = 1\nx.bit_length?",
+        "files = !ls *.pt",
+        "first, rest[0] = !ls",
+        "result = %timeit -o f()",
+        "%time total = sum(\n    range(10))\ny = 1",
+        "x = %timeit -o f(\n  2)\nz = 1",
+        "    x = 1\n    if x:\n        y = 2\n\n    z = 3",
+        "\n  for i in range(3):\n      print(i)",
+        "%%time\nx = 1",
+        "%%capture out\nfor i in range(2):\n    print(i)",
+    ],
+)
+def test_valid_ipython_is_not_a_syntax_error(cell: str) -> None:
+    joined = join(from_cells([("code", cell, None)]))
+    assert len(joined.lines) == len(cell.split("\n"))
+    compile(joined.text, "<cell>", "exec")
+    assert not analyze(joined.text, "nb.ipynb", notebook=joined).syntax_errors
+
+
+def test_a_cell_indented_as_a_whole_is_dedented_and_maps_back() -> None:
+    cell = "    import torch\n    def load(p):\n        return torch.load(p, weights_only=False)\n  # a comment less indented"
+    joined = join(from_cells([("markdown", "# t", None), ("code", cell, None)]))
+    assert joined.text.split("\n")[:3] == ["import torch", "def load(p):", "    return torch.load(p, weights_only=False)"]
+    assert joined.shifts == {0: 4, 1: 4, 2: 4}  # the comment does not start with the first line's indentation
+    result = analyze(joined.text, "nb.ipynb", notebook=joined)
+    (d,) = [d for d in result.diagnostics if d.code == "TPF301"]
+    index, span = joined.cell_span(d.span)
+    assert (index, span.start) == (1, Position(2, cell.split("\n")[2].index("torch.load")))
+    # a fix computed on the dedented text would indent wrongly in the cell: it is not offered there
+    assert cell_edit(joined, Edit(Span(Position(2, 4), Position(2, 4)), "x")) is None
+
+
+def test_each_broken_cell_is_one_syntax_error_and_the_others_are_analysed() -> None:
+    nb = load("exercise.ipynb")
+    joined = join(nb)
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
+    assert [joined.to_cell(p.position).cell for p in result.syntax_errors] == [2, 3]
+    assert [(joined.to_cell(d.span.start).cell, d.code) for d in result.diagnostics] == [(4, "TPF001")]
+
+
+def test_a_loop_whose_statement_was_dropped_is_not_analysed_as_certain() -> None:
+    nb = load("exercise.ipynb")
+    joined = join(nb)
+    parsed = parse(joined.source, cells=joined.segments)
+    loop = joined.ranges[1].first_line  # cell 2: `d_loss = ` left blank inside the loop
+    assert parsed.repaired == {loop + 2}  # cell 3's unclosed call is closed, its statement kept
+    model = build(parsed.tree, joined.source, "nb.ipynb")
+    guessed = check_model(model, ALL, "nb.ipynb", parsed.errors)  # as if the repaired loop were known
+    assert any(joined.cell_of_line(d.span.start.line)[0] == 1 and d.code == "TPF001" for d in guessed.diagnostics)
+    certain = check_model(model, ALL, "nb.ipynb", parsed.errors, repaired=parsed.repaired)
+    assert all(joined.cell_of_line(d.span.start.line)[0] != 1 for d in certain.diagnostics)
+    assert any(d.code == "TPF001" for d in certain.diagnostics)  # cell 4's loop is intact
+
+
+def test_uncertain_regions_are_the_outermost_loops_and_functions_that_lost_a_statement() -> None:
+    text = ("class Trainer:\n    def step(self, batch):\n        for x in batch:\n            loss = \n        return loss\n"
+            "for batch in loader:\n    step(batch)\nvalue = \n")
+    parsed = parse(SourceText(text))
+    assert parsed.repaired == {3, 7}
+    # the method holding the blank; not its caller (known around the call), not the top level
+    assert uncertain_regions(parsed.tree, parsed.repaired) == [(1, 4)]
+
+
+EVAL_IN_EPOCH = [
+    ("code", "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", None),
+    ("markdown", "## train", None),
+    ("code", "def train_one_epoch(model, loader):\n    for x, y in loader:\n        opt.zero_grad()\n"
+             "        model(x).sum().backward()\n        opt.step()", None),
+    ("code", "for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
+             "        for x, y in val:\n            model(x)", None),
+]
+
+
+def test_messages_name_notebook_lines_as_cells() -> None:
+    joined = join(from_cells(EVAL_IN_EPOCH))
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
+    (d,) = [d for d in result.diagnostics if d.code == "TPF009"]
+    assert "epoch loop (cell 4, line 1)" in d.message
+    plain = analyze(joined.text, "nb.py", ALL)  # the same text as a module: its own line
+    assert "epoch loop (line 9)" in next(d.message for d in plain.diagnostics if d.code == "TPF009")
+
+
+_SNIPPETS = st.sampled_from([
+    "x = 1", "for b in loader:", "    loss = ", "    loss.backward()", "  opt.step()", "f(a,", ")", "%time g()",
+    "!ls", "obj?", "def f(:", "    return", "if x:", "'''", "model.eval()", "", "\t", "x = [", "%%time",
+])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_SNIPPETS, max_size=6).map("\n".join), min_size=1, max_size=5))
+def test_broken_cells_never_crash_and_each_is_one_error(cells: list[str]) -> None:
+    joined = join(from_cells([("code", text, None) for text in cells]))
+    result = analyze(joined.text, "nb.ipynb", ALL, notebook=joined)
+    broken = set()
+    for index, rng in joined.ranges.items():
+        try:
+            ast.parse("\n".join(joined.text.split("\n")[rng.first_line : rng.first_line + rng.line_count]))
+        except SyntaxError:
+            broken.add(index)
+    assert sorted(joined.cell_of_line(p.position.line)[0] for p in result.syntax_errors) == sorted(broken)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from torch_preflight.core.config import Config
-from torch_preflight.core.diagnostics import Diagnostic
+from torch_preflight.core.diagnostics import Diagnostic, relocate, relocate_text
 from torch_preflight.core.memory import MemoryReport, ShapeMismatch
 from torch_preflight.core.noqa import scan
-from torch_preflight.core.parse import SyntaxProblem, parse
+from torch_preflight.core.notebook import Joined
+from torch_preflight.core.parse import SyntaxProblem, parse, uncertain_regions
 from torch_preflight.core.project import Dependency, Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
@@ -89,16 +90,23 @@ def analyze(
     *,
     project: Project | None = None,
     force_recovery: bool = False,
+    notebook: Joined | None = None,
 ) -> Result:
     """Parse, model and check one module. Never raises on bad input.
 
     `project` resolves imports into the user's other modules; pass one per run or
-    session to share its cache, or leave it out for a fresh one."""
+    session to share its cache, or leave it out for a fresh one. `notebook`: `text` is these
+    joined cells; each cell parses alone (one syntax error per broken cell), and the lines
+    that messages mention are named as cells and lines."""
     config = config or Config()
     source = SourceText(text)
-    parsed = parse(source, force_recovery=force_recovery)
+    parsed = parse(source, force_recovery=force_recovery, cells=notebook.segments if notebook is not None else None)
     model = build(parsed.tree, source, path)
-    return check_model(model, config, path, parsed.errors, project=project)
+    result = check_model(model, config, path, parsed.errors, project=project, repaired=parsed.repaired)
+    if notebook is not None:
+        result.diagnostics = [relocate(d, notebook.cite) for d in result.diagnostics]
+        result.syntax_errors = [replace(p, message=relocate_text(p.message, notebook.cite)) for p in result.syntax_errors]
+    return result
 
 
 def check_model(
@@ -108,15 +116,29 @@ def check_model(
     errors: list[SyntaxProblem] | None = None,
     *,
     project: Project | None = None,
+    repaired: frozenset[int] = frozenset(),
 ) -> Result:
-    """Run the enabled rules over a built model (the server builds it incrementally)."""
+    """Run the enabled rules over a built model (the server builds it incrementally).
+    `repaired`: lines whose statement the error recovery dropped; findings placed (or related)
+    in the outermost loop or function that holds one rest on a guess and are dropped."""
     source = model.source
     view = (project if project is not None else Project()).view()
     ctx = Context(model, config, _memory(model, config, path, view), view, _shapes(model, config, path))
     diagnostics: list[Diagnostic] = []
     for rule in runnable(enabled_rules(config, path), source.text):
         diagnostics.extend(rule.check(ctx))
+    if repaired and model.tree is not None:
+        diagnostics = _certain(diagnostics, uncertain_regions(model.tree, repaired))
     suppressions = scan(source)
     kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     kept.sort(key=Diagnostic.sort_key)
     return Result(path, source, kept, list(errors or []), model, len(diagnostics) - len(kept), tuple(view.used.values()))
+
+
+def _certain(diagnostics: list[Diagnostic], regions: list[tuple[int, int]]) -> list[Diagnostic]:
+    """The diagnostics whose place and related places lie outside every uncertain region."""
+
+    def inside(line: int) -> bool:
+        return any(first <= line <= last for first, last in regions)
+
+    return [d for d in diagnostics if not inside(d.span.start.line) and not any(inside(r.span.start.line) for r in d.related)]

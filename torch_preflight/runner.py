@@ -134,7 +134,7 @@ def fix_notebook(raw: str, path: str, config: Config, *, unsafe: bool) -> tuple[
     if isinstance(notebook, NotebookError):  # pragma: no cover - run() parsed it first
         raise ValueError(notebook.message)
     joined = join(notebook)
-    result = analyze(joined.text, path, config)
+    result = analyze(joined.text, path, config, notebook=joined)
     applied = 0
     for _ in range(MAX_FIX_ROUNDS):
         fixes = [d.fix for d in result.diagnostics if d.fix is not None and d.fix.applies(unsafe=unsafe)]
@@ -147,7 +147,7 @@ def fix_notebook(raw: str, path: str, config: Config, *, unsafe: bool) -> tuple[
         if isinstance(reparsed, NotebookError):  # pragma: no cover - splicing keeps valid JSON
             break
         new_joined = join(reparsed)
-        new_result = analyze(new_joined.text, path, config)
+        new_result = analyze(new_joined.text, path, config, notebook=new_joined)
         if len(new_result.syntax_errors) > len(result.syntax_errors):
             break
         raw, joined, result, applied = outcome.raw, new_joined, new_result, applied + outcome.applied
@@ -164,7 +164,8 @@ def process(work: Work) -> Outcome:
             notebook = parse_notebook(work.text)
             if isinstance(notebook, NotebookError):  # pragma: no cover - run() parsed it first
                 return Outcome(work.index, error=notebook.message)
-            result = analyze(join(notebook).text, work.path, work.config)
+            joined = join(notebook)
+            result = analyze(joined.text, work.path, work.config, notebook=joined)
             return Outcome(work.index, result.diagnostics, result.syntax_errors, dependencies=result.dependencies)
         if work.fix:
             text, fixed, result = fix_source(work.text, work.path, work.config, unsafe=work.unsafe)

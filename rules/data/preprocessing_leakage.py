@@ -17,7 +17,12 @@ The rule follows values through assignments, tuple unpacking, slicing and same-f
 function returns. It stays silent when the fit sees only the training part, when the
 transformer sits inside a `Pipeline` that cross-validation refits per fold, when the
 normalisation uses constants (ImageNet mean/std), for per-sample statistics (`axis=1`),
-and whenever it cannot tell where the data came from.
+for per-group aggregations (`df.groupby("k").mean()`, `rolling`, `resample`: a new
+table whose rows are the groups), for a bare shift by the minimum or maximum
+(`df["age"] - df["age"].min()`, labels re-indexed), and whenever it cannot tell where
+the data came from. A dataset's `transform=` argument carries the statistic to the
+rows, but the rows do not come from it: a fresh dataset normalised with statistics of
+another is not the statistic's data.
 
 ## Example
 ```python

@@ -4,7 +4,8 @@ log_softmax) output going into `nn.CrossEntropyLoss` / `F.cross_entropy`, sigmoi
 going into `nn.BCEWithLogitsLoss` / `F.binary_cross_entropy_with_logits`, softmax output
 into `NLLLoss`, and visible raw logits (a `Linear` output) into `nn.BCELoss`. It follows
 the value through variables and through a same-file model whose `forward` returns the
-activation, and a loss passed in as a parameter when every same-file call site passes the
+activation, or returns it as one element of a tuple (`validity, label = discriminator(x)`),
+and a loss passed in as a parameter when every same-file call site passes the
 same kind of loss.
 
 ## Why is this bad?
@@ -152,19 +153,38 @@ def _passed_loss_kind(flow: DataFlow, name: str, scope: str, at: tuple[int, int]
     return kinds.pop() if len(kinds) == 1 else None
 
 
-def _activation(flow: DataFlow, expr: ast.AST, scope: str, depth: int) -> tuple[str, ast.AST] | None:
-    """The activation that produced `expr` last, with the node that applied it."""
+def _activation(flow: DataFlow, expr: ast.AST, scope: str, depth: int, item: int | None = None) -> tuple[str, ast.AST] | None:
+    """The activation that produced `expr` last, with the node that applied it. `item`: the
+    value wanted is element `item` of the tuple `expr` evaluates to (`validity, label = D(x)`)."""
     if depth > 8:
         return None
+    if item is not None:
+        if isinstance(expr, (ast.Tuple, ast.List)):
+            if item >= len(expr.elts) or any(isinstance(e, ast.Starred) for e in expr.elts):
+                return None
+            return _activation(flow, expr.elts[item], scope, depth + 1)
+        if not isinstance(expr, (ast.Name, ast.Attribute, ast.Call)):
+            return None
     if isinstance(expr, ast.Subscript):
-        return _activation(flow, expr.value, scope, depth + 1)
+        index = expr.slice
+        if item is None and isinstance(index, ast.Constant) and type(index.value) is int and index.value >= 0:
+            return _activation(flow, expr.value, scope, depth + 1, index.value)  # `outputs[1]`
+        return _activation(flow, expr.value, scope, depth + 1) if item is None else None
     if isinstance(expr, (ast.Name, ast.Attribute)) and dotted(expr):
         d = flow.reaching(dotted(expr) or "", scope, pos(expr))
-        if d is None or d.value is None or d.index is not None or d.kind != "assign":
+        if d is None or d.value is None or d.kind != "assign" or (d.index is not None and item is not None):
             return None
-        return _activation(flow, d.value, d.scope, depth + 1)
+        return _activation(flow, d.value, d.scope, depth + 1, d.index if d.index is not None else item)
     if not isinstance(expr, ast.Call):
         return None
+    if item is not None:
+        # element `item` of what a same-file model's forward returns; of anything else, a slice
+        # of the tensor it returns (which keeps its activation)
+        name = dotted(expr.func)
+        ctor_call = _constructor_call(flow, name, scope, pos(expr)) if name else None
+        ctor = flow.resolve_call(ctor_call) if ctor_call is not None else None
+        if ctor and flow.model.is_module_class(ctor):
+            return _forward_activation(flow, ctor, depth + 1, item)
     func = expr.func
     callee = flow.resolve_call(expr)
     if callee in _ACTIVATION_FUNCTIONS:
@@ -212,8 +232,9 @@ def _constructor_call(flow: DataFlow, name: str, scope: str, at: tuple[int, int]
     return value if isinstance(value, ast.Call) else None
 
 
-def _forward_activation(flow: DataFlow, cls: str, depth: int) -> tuple[str, ast.AST] | None:
-    """What a module class's `forward` returns, when every return agrees."""
+def _forward_activation(flow: DataFlow, cls: str, depth: int, item: int | None = None) -> tuple[str, ast.AST] | None:
+    """What a module class's `forward` returns (element `item` of the tuple it returns), when
+    every return agrees."""
     forward = class_method(flow, cls, "forward")
     if forward is None:
         return None
@@ -221,7 +242,7 @@ def _forward_activation(flow: DataFlow, cls: str, depth: int) -> tuple[str, ast.
     returns = [n.value for n in walk_function(forward) if isinstance(n, ast.Return) and n.value is not None]
     if not returns:
         return None
-    results = [_activation(flow, r, scope, depth + 1) for r in returns]
+    results = [_activation(flow, r, scope, depth + 1, item) for r in returns]
     kinds = {r[0] if r else None for r in results}
     if len(kinds) == 1 and results[0] is not None:
         return results[0]

@@ -10,7 +10,10 @@ gradients stop being reduced correctly, FSDP sees unsharded parameters missing, 
 never fire.
 
 Inside a module, `super().forward(...)` and `self.inner.forward(...)` in a wrapper are
-normal and not flagged.
+normal and not flagged. The receiver must be an nn.Module: an instance of a plain class of the
+file (built in the same function or in its class's `__init__`) is not, and when the file writes
+its networks from scratch (plain classes with their own `forward` and `backward`), a receiver
+nothing identifies as a module is not flagged either.
 
 ## Example
 ```python
@@ -83,8 +86,10 @@ _TORCHSCRIPT = frozenset({"torch.jit.script", "torch.jit.script_method", "torch.
 def _known_non_module(ctx: Context, receiver: str, scope: str) -> bool:
     """The spelling says "model" but the file says otherwise: TorchScript code (where `.forward()`
     is how an interface is called), an instance of a class of this file that is not an nn.Module
-    (skorch's `NeuralNet.forward(X)` is its inference API), or a pytest fixture parameter whose
-    fixture in this file does not return a module."""
+    (skorch's `NeuralNet.forward(X)` is its inference API; `self.fc` built in `__init__` too),
+    a value nothing in the file identifies when the file writes its own networks from scratch
+    (plain classes with a `forward` and a `backward` of their own), or a pytest fixture parameter
+    whose fixture in this file does not return a module."""
     model = ctx.model
     fn = model.functions.get(scope)
     while fn is not None:
@@ -97,7 +102,12 @@ def _known_non_module(ctx: Context, receiver: str, scope: str) -> bool:
         if value is None:
             return False
         constructed = [cls for c in (value.callee, *value.calls) if c for cls in [_local_class(ctx, c, scope)] if cls]
-        return bool(constructed) and not constructed[0].is_module
+        if constructed:
+            return not constructed[0].is_module
+        if model.kind_of_value(value, scope) is Kind.MODEL:
+            return False  # a library's module (`nn.Linear(...)`)
+    if _hand_written_networks(ctx):
+        return True  # nothing says what it is, and the file's own networks have a forward() that is their API
     fn = model.functions.get(scope)
     if fn is None or receiver not in fn.params:
         return False
@@ -122,3 +132,9 @@ def _local_class(ctx: Context, name: str, scope: str) -> ClassInfo | None:
         fn = ctx.model.functions.get(current)
         current = (fn.parent or fn.owner) if fn else None
     return classes.get(name)
+
+
+def _hand_written_networks(ctx: Context) -> bool:
+    """The file defines a plain class (not an nn.Module) with both `forward` and `backward`:
+    layers or networks whose gradients are computed by hand, called through `.forward(...)`."""
+    return any(not cls.is_module and "forward" in cls.methods and "backward" in cls.methods for cls in ctx.model.classes.values())

@@ -9,7 +9,8 @@ cannot take:
 - `nn.MultiheadAttention` fed a feature size other than `embed_dim` (or `kdim` / `vdim`);
 - `torch.cat` / `torch.stack` of tensors whose other dimensions differ, and `+`, `-`, `*`,
   `/` of tensors that do not broadcast;
-- `view` / `reshape` to a size whose element count differs from the tensor's.
+- `view` / `reshape` to a size whose element count differs from the tensor's;
+- `b, n, d = x.shape` on a tensor whose rank is known and is not 3.
 
 The finding sits on the consumer's definition (the layer built in `__init__`) and names both
 shapes and the path that led there, e.g. `after conv2 → pool → flatten: 16×4×4 = 256, but
@@ -21,7 +22,10 @@ need no input. Checks that depend on the input size use the input the script bui
 crop to a fixed size) or `input-shape` in the configuration, and stay silent without one.
 The rule never guesses: it is silent after a branch on a condition it cannot read, for
 `Lazy*` layers, for `-1` in `view`, for data-dependent shapes (boolean masks, `nonzero`), for
-layers built from values it cannot read, and after any operation it does not model.
+layers built from values it cannot read, and after any operation it does not model. A tensor
+combined with a value it cannot read (`x + load_batch()`) has an unknown shape, not the known
+operand's (a value read from a configuration object is taken for the number it nearly always is). A file whose script or model is too large to interpret within its work budget (an
+LLM notebook that unrolls every layer and expert) is checked up to that point only.
 
 ## Why is this bad?
 `mat1 and mat2 shapes cannot be multiplied (64x256 and 400x120)` is the most common PyTorch
@@ -87,10 +91,11 @@ def _shape(shape: tuple[int, ...] | None) -> str:
 def message(m: ShapeMismatch) -> str:
     path = " → ".join(step.label for step in m.path)
     where = f"after {path}" if path else "the input"
-    if m.kind in ("cat", "broadcast", "view"):
+    if m.kind in ("cat", "broadcast", "view", "unpack"):
         what = {"cat": f"`{m.layer}` needs {m.expected}", "broadcast": f"`{m.layer}` needs {m.expected}",
-                "view": f"`{m.type}` to {m.expected}"}[m.kind]
-        got = {"cat": f"got {m.actual}", "broadcast": f"got {m.actual}", "view": f"of a tensor {m.actual}"}[m.kind]
+                "view": f"`{m.type}` to {m.expected}", "unpack": f"unpacking `.shape` needs {m.expected}"}[m.kind]
+        got = {"cat": f"got {m.actual}", "broadcast": f"got {m.actual}", "view": f"of a tensor {m.actual}",
+               "unpack": f"got {m.actual}"}[m.kind]
         return f"Shape mismatch ({where}): {what}, {got}"
     size = m.detail or m.actual.split()[0]
     shown = f" (input {_shape(m.input_shape)})" if m.input_shape is not None else ""

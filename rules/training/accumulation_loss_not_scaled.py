@@ -11,9 +11,12 @@ full batch. Training can diverge, or converge to something worse, with no error.
 
 The rule stays silent when the loss (or the expression passed to `backward()`) is
 divided or multiplied anywhere in the iteration, when a helper's returned loss is
-scaled, when the gradients are divided before the step, when a criterion uses
-`reduction="sum"` explicitly, and when a framework owns the backward
-(`accelerator.backward(loss)`, `model_engine.backward(loss)`).
+scaled, when the gradients are divided before the step (also by a scaling function
+given the parameters, through an alias such as torchtune's
+`self._grad_scaler = training.scale_grads_`), when a criterion uses
+`reduction="sum"` explicitly, when the cadence is `% 1` (a step after every pass), and
+when a framework owns the backward (`accelerator.backward(loss)`,
+`model_engine.backward(loss)`).
 
 ## Example
 ```python
@@ -39,10 +42,12 @@ There is no automatic fix: dividing the loss also changes what gets logged.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
+from torch_preflight.core.names import dotted, tail
 from torch_preflight.core.semantic import Event, EventKind
 from torch_preflight.core.training import TrainingLoop
 from torch_preflight.rules.base import Context, RuleMeta, report
@@ -58,6 +63,8 @@ META = RuleMeta(
 
 _SCALING = re.compile(r"/|\*|\bdiv\b|\.div_?\(|\bmul_?\(|\bscale")
 _MICRO_LOOP = re.compile(r"accum|micro|grad_acc|gradient_acc", re.I)
+_GRAD_SCALING = re.compile(r"(^|_)(scale|div|mul)", re.I)
+_WRAPPING = frozenset({"torch.compile", "functools.partial"})
 _SUM = re.compile(r"reduction\s*=\s*['\"]sum['\"]")
 
 
@@ -67,8 +74,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     seen: set = set()
     for tl in ctx.training.training_loops:
         count = _accumulation_count(ctx, tl)
-        if count is None:
-            continue
+        if count is None or count.strip() == "1":
+            continue  # `if i % 1 == 0:` steps after every pass: nothing accumulates
         for backward in tl.backwards:
             loss = backward_tensor(backward)
             if not backward.inner and not any(
@@ -76,7 +83,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 for s in tl.steps
             ):
                 continue
-            if loss is None or backward.span in seen or _scaled(tl.events, loss):
+            if loss is None or backward.span in seen or _scaled(ctx, tl.events, loss):
                 continue
             if any(c.name.endswith(".accumulate") for e in tl.events for c in e.contexts):
                 continue
@@ -112,7 +119,7 @@ def _accumulation_count(ctx: Context, tl: TrainingLoop) -> str | None:
     return None
 
 
-def _scaled(events: tuple[Event, ...], loss: str) -> bool:
+def _scaled(ctx: Context, events: tuple[Event, ...], loss: str) -> bool:
     head = loss.split(".")[0]
     for event in events:
         if event.kind is EventKind.BACKWARD and event.receiver and _SCALING.search(event.receiver):
@@ -129,4 +136,40 @@ def _scaled(events: tuple[Event, ...], loss: str) -> bool:
             return True
         if event.kind is EventKind.CALL and event.name and event.name.rsplit(".", 1)[-1] in ("div_", "mul_") and event.receiver and "grad" in event.receiver:
             return True
+        if event.kind is EventKind.CALL and _rescales_gradients(ctx, event):
+            return True
     return False
+
+
+def _rescales_gradients(ctx: Context, call: Event) -> bool:
+    """A call that multiplies the parameters' gradients by a factor: a function named for
+    scaling (`training.scale_grads_(params, 1 / num_tokens)`), also through the aliases it is
+    bound to (`self._grad_scaler = torch.compile(training.scale_grads_)`), given parameters."""
+    if not any("parameters" in a.text or "grad" in a.text for a in call.args):
+        return False
+    return any(_GRAD_SCALING.search(tail(name)) for name in _aliased(ctx, call.name or "", call.function, 0))
+
+
+def _aliased(ctx: Context, name: str, scope: str, depth: int) -> set[str]:
+    """The functions a called name is bound to: itself when nothing in the file binds it,
+    else what its assignments bind (also through `torch.compile(f)`, `functools.partial(f, ...)`)."""
+    bound = ctx.model.assignments(name, scope) if depth < 4 else []
+    if not bound:
+        return {name}
+    found: set[str] = set()
+    for event in bound:
+        value = event.value
+        if value is None or len(event.targets) != 1:
+            continue
+        target: str | None = None
+        if value.callee in _WRAPPING:
+            try:
+                call = ast.parse(value.text.strip(), mode="eval").body
+            except SyntaxError:
+                continue
+            target = dotted(call.args[0]) if isinstance(call, ast.Call) and call.args else None
+        elif value.base and not value.callee and not value.method and value.text == value.base:
+            target = value.base
+        if target and target != name:
+            found |= _aliased(ctx, ctx.model.imports.resolve(target) or target, event.function, depth + 1)
+    return found

@@ -13,9 +13,13 @@ The loop counts as covered when it sits inside `with torch.no_grad():` or
 `@torch.inference_mode()` (or is nested in one that is), when every call of its function
 in the file runs under `no_grad`, and after `torch.set_grad_enabled(False)`. Loops whose
 function back-propagates later, or whose enclosing loop back-propagates after it in the
-same pass (outputs collected for one backward, a chunked loss), gradient-based
-attacks (`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code
-are left alone.
+same pass (outputs collected for one backward, a chunked loss), functions whose result
+a caller back-propagates through (a training helper), loops that always leave after one
+pass (`for batch in loader: print(model(x).shape); break`), gradient-based attacks
+(`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code are left
+alone. An evaluation or sampling helper called from inside a training loop is flagged
+when the caller only logs what it returns and it keeps nothing else; the call is named
+in the related information.
 
 ## Example
 ```python
@@ -49,7 +53,7 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import indent_unit, wrap_block
-from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -74,7 +78,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if entry is None or entry[0] != ctx.source.newline:  # the fix's line endings
             entry = memo[loop.id] = (ctx.source.newline, *_candidate(ctx, loop))
         _, diagnostic, containers = entry
-        if diagnostic is not None and not _read_by_backward(ctx, containers):
+        if diagnostic is not None and not _read_by_backward(ctx, containers, loop.function):
             yield diagnostic
 
 
@@ -95,9 +99,19 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
         loop.header,
         f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
         _fix(ctx, loop),
-        related=[Related(forwards[0].span, "model forward")],
+        related=[Related(forwards[0].span, "model forward"), *_training_callers(ctx, loop)],
     )
     return diagnostic, containers
+
+
+def _training_callers(ctx: Context, loop: Loop) -> list[Related]:
+    """The calls of the loop's function from inside a training loop: where it runs with gradients on."""
+    training_ids = {t.loop.id for t in ctx.training.training_loops}
+    return [
+        Related(call.span, "called from the training loop here")
+        for call in ctx.model.calls_to.get(loop.function, [])
+        if training_ids & set(call.loops)
+    ]
 
 
 def _inside_model(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
@@ -167,7 +181,7 @@ def _parameterless(ctx: Context, forward: Event) -> bool:
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
     """An evaluation loop (TPF006 asks too), for `events` = its iteration or a part of it."""
     found = _evaluation(ctx, loop, events) if events is ctx.training.iteration(loop) else _evaluates(ctx, loop, events)
-    return found is not None and not _read_by_backward(ctx, found)
+    return found is not None and not _read_by_backward(ctx, found, loop.function)
 
 
 def _evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str] | None:
@@ -181,6 +195,8 @@ def _evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozense
 
 def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset[str] | None:
     """None when the loop is part of training, or else the containers it stores values into."""
+    if loop.runs_once:
+        return None  # `for batch in loader: print(model(x).shape); break`: a one-batch peek, no evaluation
     training = ctx.training
     for event in events:
         if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
@@ -202,12 +218,65 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset
         if _backward_after(training.iteration(ctx.model.loops[parent]), loop):
             return None
         parent = ctx.model.loops[parent].parent
-    if any(training_ids & set(call.loops) for call in ctx.model.calls_to.get(loop.function, [])):
-        return None
+    for call in ctx.model.calls_to.get(loop.function, []):
+        if _feeds_backward(ctx, call):
+            return None  # a helper whose outputs the caller back-propagates through
+        if training_ids & set(call.loops) and not _evaluation_helper(ctx, loop, events):
+            return None
     for event in training.expanded(loop.function):
         if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
             return None
     return _stored_containers(ctx, loop, events)
+
+
+def _feeds_backward(ctx: Context, call: Event) -> bool:
+    """What `call` returns can reach a backward pass in the calling function: it is
+    back-propagated or returned there, or bound to a name that the backward's loss is built
+    from (`out = helper(x)`, `loss = criterion(out, y)`, `loss.backward()`). Discarded
+    results and those only logged or printed do not reach one."""
+    events = ctx.training.expanded(call.function)
+    here = [e for e in events if e.stmt == call.stmt and e.function == call.function]
+    if any(e.kind in (EventKind.BACKWARD, EventKind.RETURN) or e.name == "torch.autograd.grad" for e in here):
+        return True
+    targets = {t.partition(".")[0].partition("[")[0] for e in here if e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) for t in e.targets}
+    targets |= {e.receiver.partition(".")[0].partition("[")[0] for e in here if e.kind is EventKind.STORE and e.receiver}
+    if not targets:
+        return False
+    frontier: set[str] = set()
+    for e in events:
+        if e.kind is EventKind.BACKWARD or e.name == "torch.autograd.grad":
+            frontier.update(_WORDS.findall(e.receiver or ""))
+            frontier.update(n for a in (*e.args, *(v for _, v in e.keywords)) for n in a.names)
+        elif e.kind is EventKind.RETURN and e.value is not None:
+            frontier.update(e.value.names)  # the caller's caller may back-propagate it
+    for _ in range(8):
+        grown = False
+        for e in events:
+            sources: tuple[str, ...] = ()
+            if e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and e.value is not None:
+                if any(t.partition(".")[0].partition("[")[0] in frontier for t in e.targets):
+                    sources = e.value.names
+            elif e.kind is EventKind.STORE and e.receiver and e.receiver.partition(".")[0].partition("[")[0] in frontier:
+                sources = tuple(n for a in e.args for n in a.names) + (e.value.names if e.value else ())
+            new = set(sources) - frontier
+            if new:
+                frontier |= new
+                grown = True
+        if not grown:
+            break
+    return bool(targets & frontier)
+
+
+def _evaluation_helper(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    """The loop's function, called from a training loop, keeps nothing it computes but what it
+    returns: no attribute assigned, no container outside it filled with graph-carrying values.
+    Its results then reach the training step only through its return value."""
+    if _stored_containers(ctx, loop, events):
+        return False
+    return not any(
+        e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and any("." in t or "[" in t for t in e.targets)
+        for e in ctx.training.expanded(loop.function)
+    )
 
 
 def _backward_after(outer: tuple[Event, ...], loop: Loop) -> bool:
@@ -226,30 +295,36 @@ def _stored_containers(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> f
     Not a container local to a callee (`res.append(...)` in an `accuracy()` helper), nor the
     loop's own batch (`batch[key] = batch[key].to(device)`): nothing outside can read those."""
     return frozenset(
-        e.receiver.rsplit(".", 1)[-1]
+        e.receiver.partition("[")[0]
         for e in events
         if e.kind is EventKind.STORE
         and e.receiver
+        and not _detached_store(ctx, e)
         and not (e.via and "." not in e.receiver)
         and e.receiver.partition(".")[0].partition("[")[0] not in loop.targets
         and not _private_local(ctx, loop.function, e.receiver)
     )
 
 
-def _read_by_backward(ctx: Context, containers: frozenset[str]) -> bool:
-    """A back-propagating function mentions one of the containers: the graphs are kept for
-    it (REINFORCE). Each function's words are a function memo (they depend on its text only)."""
+def _detached_store(ctx: Context, store: Event) -> bool:
+    """The values stored carry no graph (`val_losses.append(loss.item())`): no backward pass
+    can go through the container, whoever reads it."""
+    values = (store.value,) if store.name == "__setitem__" else store.args[1:2] if store.name == "insert" else store.args
+    return bool(values) and all(
+        v is not None and (v.is_literal or ctx.model.kind_of_value(v, store.function) in (Kind.SCALAR, Kind.DETACHED)) for v in values
+    )
+
+
+def _read_by_backward(ctx: Context, containers: frozenset[str], scope: str) -> bool:
+    """A back-propagating function that can see one of the containers (`ModuleModel.readers`)
+    mentions it: the graphs are kept for it (REINFORCE). Each function's words are a function
+    memo (they depend on its text only)."""
     if not containers:
         return False
-    if not all(_WORDS.fullmatch(c) for c in containers):  # `hist[0]`: search the texts as they are
-        pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in sorted(containers)) + r")\b")
-        return any(
-            pattern.search(ctx.source.slice(fn.span) if fn.qualname else ctx.source.text)
-            for fn in ctx.model.functions.values()
-            if any(e.kind is EventKind.BACKWARD for e in fn.events)
-        )
+    readers = {f.qualname: f for c in containers for f in ctx.model.readers(c, scope)}.values()
+    names = frozenset(c.rsplit(".", 1)[-1] for c in containers)
     words = ctx.training.function_memo("TPF007.backward_words")
-    for fn in ctx.model.functions.values():
+    for fn in readers:
         found = words.get(fn.qualname)
         if found is None:
             found = words[fn.qualname] = (
@@ -257,7 +332,7 @@ def _read_by_backward(ctx: Context, containers: frozenset[str]) -> bool:
                 if any(e.kind is EventKind.BACKWARD for e in fn.events)
                 else frozenset()
             )
-        if containers & found:
+        if names & found:
             return True
     return False
 

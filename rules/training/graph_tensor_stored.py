@@ -1,8 +1,11 @@
 """## What it does
 Flags a tensor that still carries its autograd graph being stored in a container that
 outlives the iteration: `history.append(loss)`, `preds.append(model(x))`,
-`self.losses[step] = loss`, in a training loop or in a loop that runs a model forward
-with gradients enabled.
+`self.losses[step] = loss`, in a loop that back-propagates (a training loop, or one that
+accumulates gradients and steps elsewhere), in a loop that runs a model forward with
+gradients enabled, or in a framework's `training_step` (Lightning, a Hugging Face
+`Trainer`), which the framework calls once per step. Gradients taken with
+`torch.autograd.grad(..., create_graph=True)` carry a graph too.
 
 ## Why is this bad?
 Each stored tensor keeps its whole graph alive, with every activation saved for the
@@ -11,8 +14,10 @@ the run dies of out-of-memory, often hours in. `.cpu()` and `.to()` do not help:
 are differentiable and keep the graph. `.detach()`, `.item()` and `.tolist()` drop it.
 
 Containers created inside the iteration, containers that a back-propagating function
-reads later (chunked losses, REINFORCE `saved_log_probs`), and loops under `no_grad`
-are not flagged.
+able to see them reads later (chunked losses, REINFORCE `saved_log_probs`; a function's
+local list is seen only by that function unless it hands the list out), values computed
+under `no_grad` / `inference_mode` (also when stored after the block), loops under
+`no_grad`, and loops that always leave after one pass are not flagged.
 
 ## Example
 ```python
@@ -67,10 +72,15 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
     seen: set[Span] = set()
     units: list[tuple[tuple[Event, ...], set[str]]] = []
-    for tl in training.training_loops:
+    for tl in training.backward_loops:
         backwarded = {e.receiver for e in tl.events if e.kind is EventKind.BACKWARD and e.receiver}
         units.append((tl.events, backwarded))
-    training_ids = {tl.loop.id for tl in training.training_loops}
+    for _, events in training.step_hooks:
+        # the framework back-propagates what the hook returns
+        returned = {e.value.base for e in events if e.kind is EventKind.RETURN and not e.via and e.value is not None and e.value.base}
+        backwarded = {e.receiver for e in events if e.kind is EventKind.BACKWARD and e.receiver} | returned
+        units.append((events, backwarded))
+    training_ids = {tl.loop.id for tl in training.backward_loops}
     for loop in ctx.model.loops.values():
         if loop.id in training_ids or not training.grad_enabled_at(loop):
             continue
@@ -115,17 +125,17 @@ def _stored(ctx: Context, event: Event, events: tuple[Event, ...], index: int, b
     # A container made fresh in this iteration holds one iteration's tensors only.
     if any(e.kind is EventKind.ASSIGN and head in e.targets for e in events[:index] if not e.inner):
         return None
-    if _read_by_backward(ctx, head):
+    if _read_by_backward(ctx, head, event.function):
         return None
     return value
 
 
-def _read_by_backward(ctx: Context, container: str) -> bool:
-    """A backward pass reads the container, directly or through the values built from it
-    (`torch.stack(losses).sum().backward()`): the graphs are kept on purpose."""
+def _read_by_backward(ctx: Context, container: str, scope: str) -> bool:
+    """A backward pass that can see the container reads it, directly or through the values
+    built from it (`torch.stack(losses).sum().backward()`): the graphs are kept on purpose."""
     name = container.rsplit(".", 1)[-1]
     pattern = re.compile(rf"\b{re.escape(name)}\b")
-    for fn in ctx.model.functions.values():
+    for fn in ctx.model.readers(container, scope):
         roots = [e for e in fn.events if e.kind is EventKind.BACKWARD or e.name == "torch.autograd.grad"]
         if not roots:
             continue

@@ -1,6 +1,9 @@
 """## What it does
-Flags `total += loss` (or `total = total + loss`) inside a training loop, where `loss`
-is a tensor that still carries its autograd graph and `total` lives across iterations.
+Flags `total += loss` (or `total = total + loss`) inside a loop that back-propagates
+(a training loop, or one that accumulates gradients and steps elsewhere) or inside a
+framework's `training_step` (Lightning, a Hugging Face `Trainer`: the framework calls it
+once per step), where `loss` is a tensor that still carries its autograd graph and
+`total` lives across iterations.
 
 ## Why is this bad?
 Adding a graph-carrying tensor to an accumulator makes the accumulator part of the graph.
@@ -44,7 +47,6 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from torch_preflight.core.semantic import GRAPH_KINDS, Event, EventKind, Value
 from torch_preflight.core.source import Span
-from torch_preflight.core.training import TrainingLoop
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -60,9 +62,10 @@ _DETACH = frozenset({"item", "detach", "tolist", "numpy", "cpu_item"})
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     seen: set[Span] = set()
-    for tl in ctx.training.training_loops:
-        for index, event in enumerate(tl.events):
-            operand = _accumulated_operand(ctx, tl, index, event)
+    units = [tl.events for tl in ctx.training.backward_loops] + [events for _, events in ctx.training.step_hooks]
+    for events in units:
+        for index, event in enumerate(events):
+            operand = _accumulated_operand(ctx, events, index, event)
             if operand is None or event.span in seen:
                 continue
             seen.add(event.span)
@@ -76,7 +79,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             )
 
 
-def _accumulated_operand(ctx: Context, tl: TrainingLoop, index: int, event: Event) -> Value | None:
+def _accumulated_operand(ctx: Context, events: tuple[Event, ...], index: int, event: Event) -> Value | None:
     if event.no_grad or not event.targets or event.value is None:
         return None
     target = event.targets[0]
@@ -90,10 +93,10 @@ def _accumulated_operand(ctx: Context, tl: TrainingLoop, index: int, event: Even
             return None
     else:
         return None
-    if not _carries_graph(ctx, tl, operand, event):
+    if not _carries_graph(ctx, events, operand, event):
         return None
     # An accumulator reset earlier in the same iteration is a per-step sum, not a leak.
-    if any(e.kind is EventKind.ASSIGN and target in e.targets and e is not event for e in tl.events[:index] if not e.inner or event.inner):
+    if any(e.kind is EventKind.ASSIGN and target in e.targets and e is not event for e in events[:index] if not e.inner or event.inner):
         return None
     # Back-propagating through the accumulator later means the graph is wanted.
     fn_events = ctx.training.expanded(event.function)
@@ -102,12 +105,12 @@ def _accumulated_operand(ctx: Context, tl: TrainingLoop, index: int, event: Even
     return operand
 
 
-def _carries_graph(ctx: Context, tl: TrainingLoop, operand: Value, event: Event) -> bool:
+def _carries_graph(ctx: Context, events: tuple[Event, ...], operand: Value, event: Event) -> bool:
     if set(operand.methods) & _DETACH or operand.is_literal:
         return False
     if operand.callee in ("float", "int", "round"):
         return False
-    backward_names = {e.receiver for e in tl.events if e.kind is EventKind.BACKWARD and e.receiver}
+    backward_names = {e.receiver for e in events if e.kind is EventKind.BACKWARD and e.receiver}
     if operand.base and not operand.callee and not operand.method and operand.base in backward_names:
         return True
     return ctx.model.kind_of_value(operand, event.function) in GRAPH_KINDS

@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
+from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
@@ -79,19 +79,30 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             related = [Related(evaluation.span, "switches to eval mode")]
             if where is not None:
                 related.append(Related(loop.header, "epoch loop"))
+            first = _trains_after(events, evaluation)
+            since = "from the first iteration on" if first else "from the second iteration on"
             yield report(
                 META,
                 where.header if where is not None else loop.header,
-                f"`{receiver}.eval()` runs in this loop and nothing in it calls `{receiver}.train()`: "
-                "from the second iteration on the model trains in eval mode"
+                f"`{receiver}.eval()` runs {'before the training step ' if first else ''}in this loop and nothing in it "
+                f"calls `{receiver}.train()`: {since} the model trains in eval mode"
                 if where is None
-                else f"`{receiver}.eval()` runs in the epoch loop (line {loop.header.start.line + 1}) and nothing calls "
-                f"`{receiver}.train()`: from the second epoch on this loop trains in eval mode",
+                else f"`{receiver}.eval()` runs in the epoch loop ({cite_line(loop.header.start.line)}) "
+                f"{'before the training ' if first else ''}and nothing calls `{receiver}.train()`: "
+                f"{since.replace('iteration', 'epoch')} this loop trains in eval mode",
                 _fix(ctx, loop, receiver, evaluation),
                 related=related,
                 data={"model": receiver},
             )
             break
+
+
+def _trains_after(events: tuple[Event, ...], evaluation: Event) -> bool:
+    """The pass back-propagates after switching to eval mode: the first iteration already trains
+    in eval mode (`model.eval()` at the top of the loop, no evaluation at all). A switch after the
+    last backward (an evaluation at the end of the pass) leaves the first iteration in train mode."""
+    index = events.index(evaluation)
+    return any(e.kind is EventKind.BACKWARD for e in events[index + 1 :])
 
 
 def _training_loop_elsewhere(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> Loop | None:

@@ -6,6 +6,7 @@ URI that move with their cells, quick fixes / hover / inlay hints inside cells, 
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 import pytest_lsp
@@ -100,6 +101,32 @@ async def test_diagnostics_per_cell_and_cross_cell(client: LanguageClient) -> No
     assert tpf001.range.start == types.Position(1, 0)
     related = tpf001.related_information or []
     assert related and related[0].location.uri == cell_uri(4) and related[0].location.range.start.line == 4
+
+
+EPOCHS = [
+    (0, "markdown", "# Exercise"),
+    (1, "python", "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)"),
+    (2, "python", "def train_one_epoch(model, loader):\n    for x, y in loader:\n        opt.zero_grad()\n"
+                  "        model(x).sum().backward()\n        opt.step()"),
+    (3, "python", "for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
+                  "        for x, y in val:\n            model(x)"),
+    (4, "python", "loss = "),
+    (5, "python", "    torch.*Tensor?\n    files = !ls\n    score = evaluate(\n"),
+]
+
+
+@pytest.mark.asyncio
+async def test_messages_name_cells_and_each_broken_cell_has_its_error(client: LanguageClient) -> None:
+    track_versions(client)
+    await open_notebook(client, EPOCHS)
+    # cell 5 is dedented (IPython runs it so): only its unclosed call is an error, where the cell has it
+    await settle(client, {cell_uri(1): [], cell_uri(2): [("TPF009", 1)], cell_uri(3): [], cell_uri(4): [("E999", 0)], cell_uri(5): [("E999", 2)]})
+    tpf009 = client.diagnostics[cell_uri(2)][0]
+    assert "(cell 4, line 1)" in tpf009.message
+    places = {(r.location.uri, r.location.range.start.line) for r in tpf009.related_information or []}
+    assert places == {(cell_uri(3), 2), (cell_uri(3), 0)}  # `model.eval()` and the epoch loop, in their cell
+    error = client.diagnostics[cell_uri(5)][0]
+    assert error.range.start.character == len("    score = evaluate")
 
 
 @pytest.mark.asyncio
@@ -201,6 +228,24 @@ async def test_hover_and_inlay_hints_inside_cells(client: LanguageClient) -> Non
 
 
 @pytest.mark.asyncio
+async def test_hover_names_cells_in_the_estimates_assumptions(client: LanguageClient) -> None:
+    track_versions(client)
+    await open_notebook(client, [
+        (1, "python", IMPORTS + "\nfrom torch.utils.data import DataLoader"), (2, "python", MODEL), (3, "markdown", "## Train"),
+        (4, "python", BUILD + "\nloader = DataLoader(train_ds, batch_size=64)\nfor x, y in loader:\n    solver.zero_grad()\n"
+                      "    model(x).sum().backward()\n    solver.step()"),
+    ])
+    await settle(client, {cell_uri(1): [], cell_uri(2): [], cell_uri(4): []})
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(cell_uri(2)), position=types.Position(3, 10)))
+    assert hover is not None
+    value = hover.contents.value
+    # the estimate's assumptions cite the DataLoader of the fourth cell (its line 3), not module lines
+    assert "(cell 4, line 3)" in value and "train.ipynb:" not in value
+    assert all(m.group(1) for m in re.finditer(r"(cell \d+, )?\bline \d+", value)), value
+
+
+@pytest.mark.asyncio
 async def test_vscode_notebook_cell_as_plain_text_document(client: LanguageClient) -> None:
     """Without notebook sync, VS Code sends cells as text documents: each is analysed alone,
     magics neutralised (no syntax error for `%%time`)."""
@@ -215,3 +260,17 @@ async def test_vscode_notebook_cell_as_plain_text_document(client: LanguageClien
         types.TextDocumentIdentifier(cell_uri(7)), types.Range(types.Position(3, 0), types.Position(3, 0)), types.CodeActionContext(diagnostics=[])))
     fix = next(a for a in got or [] if isinstance(a, types.CodeAction) and "zero_grad" in a.title)
     assert apply(text, fix.edit).split("\n")[:5] == ["%%time", "import torch", "opt = torch.optim.SGD(params)", "for x in loader:", "    opt.zero_grad()"]
+
+
+@pytest.mark.asyncio
+async def test_indented_cell_as_plain_text_document(client: LanguageClient) -> None:
+    """A cell indented as a whole runs in IPython: no syntax error, findings where the cell has them."""
+    track_versions(client)
+    await client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(configuration=True)),
+        initialization_options={"debounce": 0}))
+    text = "    import torch\n    torch.*Tensor?\n    def load(p):\n        return torch.load(p, weights_only=False)"
+    client.text_document_did_open(types.DidOpenTextDocumentParams(item(8, text)))
+    await settle(client, {cell_uri(8): [("TPF301", 3)]})
+    (d,) = client.diagnostics[cell_uri(8)]
+    assert d.range.start.character == text.split("\n")[3].index("torch.load")

@@ -127,9 +127,44 @@ GOOD = [
 
 R_NOTEBOOK = [code("library(ggplot2)\nx <- c(1, 2, 3)", 1)]
 
+# Valid IPython that is not Python: none of it is a syntax error, and what is Python is analysed.
+IPYTHON = [
+    code("import torch\nimport torch.nn as nn\ntorch.*Tensor?\nnn.Linear??\nmodel = nn.Linear(4, 2)\nmodel?\nmodel.forward??", 1),
+    code("files = !ls *.pt\nfirst, rest = !ls\nresult = %timeit -o sum(range(10))\n%time total = sum(\n    range(10))\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", 2),
+    # a cell indented as a whole: IPython dedents it, and columns still map to the cell as written
+    code("    def restore(path):\n        return torch.load(path, weights_only=False)  # error: TPF301\n\n    state = restore('ckpt.pt')", 3),
+    code("%%time\nfor x, y in loader:  # error: TPF001\n    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n    opt.step()", 4),
+    code("%%timeit -n 1 -r 1\nweights = torch.load(checkpoint_path, weights_only=False)  # error: TPF301", 5),
+    code("%%capture out\nfor x, y in val_loader:  # error: TPF007\n    pred = model(x)\n    print(pred.sum())", 6),
+    code("%%bash\nfor f in *.pt; do echo $f; done", 7),
+    code("%%writefile broken.py\ndef half(x:\n    return x /", 8),
+]
+
+# An exercise notebook: cells left for the reader to complete do not parse. Each is one syntax
+# error; the loop around a blank is not analysed as if it were known; the other cells are.
+EXERCISE = [
+    code("import torch\nimport torch.nn as nn\nG, D = nn.Linear(8, 4), nn.Linear(4, 1)\nopt_g = torch.optim.Adam(G.parameters())\nopt_d = torch.optim.Adam(D.parameters())\ncriterion = nn.BCEWithLogitsLoss()", 1),
+    code("for real in loader:\n    fake = G(torch.randn(real.size(0), 8))\n    d_loss =   # syntax error: TODO compute the discriminator loss\n    d_loss.backward()\n    opt_d.step()\n    g_loss = criterion(D(fake), torch.ones(real.size(0), 1))\n    g_loss.backward()\n    opt_g.step()", 2),
+    code("def evaluate(batch):\n    return D(G(batch)).mean(  # syntax error\n\nscore = evaluate(torch.randn(4, 8))", 3),
+    code("for real in loader:  # error: TPF001\n    loss = criterion(D(real), torch.ones(real.size(0), 1))\n    loss.backward()\n    opt_d.step()", 4),
+]
+
+# A message that names another line: in a notebook, a cell and a line (cell 4, line 1).
+EPOCHS = [
+    code("import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", 1),
+    md("## Training"),
+    code("def train_one_epoch(model, loader):\n    for x, y in loader:  # error: TPF009\n        opt.zero_grad()\n"
+         "        model(x).sum().backward()\n        opt.step()", 2),
+    code("for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
+         "        for x, y in val:\n            model(x)", 3),
+]
+
 if __name__ == "__main__":
     write("training", TRAINING)
     write("leakage", LEAKAGE)
     write("magics", MAGICS)
     write("good", GOOD)
+    write("ipython", IPYTHON)
+    write("exercise", EXERCISE)
+    write("epochs", EPOCHS)
     write("r_kernel", R_NOTEBOOK, {"kernelspec": {"display_name": "R", "language": "R", "name": "ir"}, "language_info": {"name": "R"}})
