@@ -76,6 +76,7 @@ _NOT_TRAINING_RECEIVERS = frozenset(
     {Kind.SCALER, Kind.SCHEDULER, Kind.LOADER, Kind.SAMPLER, Kind.LOSS_FN, Kind.LOSS, Kind.OUTPUT, Kind.SCALAR, Kind.DETACHED}
 )
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+_OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
 
 
@@ -525,19 +526,65 @@ class TrainingModel:
     def owned_modules(self, optimizer: str, scope: str, _depth: int = 0) -> frozenset[str] | None:
         """The modules whose parameters an optimizer owns, from where it was built:
         `Adam(netD.parameters())`, `SGD(filter(..., model.parameters()))`, param-group lists of
-        dicts, `chain(a.parameters(), b.parameters())`, a `params` list built before it. None when
-        unknown (a factory, a parameter, a wrapper)."""
+        dicts, `chain(a.parameters(), b.parameters())`, a `params` list built before it, also
+        when it is re-bound through a wrapper (`model, opt = accelerator.prepare(model, opt)`); for
+        a parameter, what every caller of the file passes. Only when nothing is known does the
+        spelling break the tie: `optimD` / `netD`, one cleared or run module per suffix. None when
+        unknown."""
         memo = self.function_memo("owned-modules")
         key = f"{scope}\0{optimizer}"
         if key in memo:
             return memo[key]  # type: ignore[no-any-return]
         memo[key] = None
-        assigned = self.model.assignments(optimizer, scope)
-        if len(assigned) != 1 or assigned[0].value is None or len(assigned[0].targets) != 1:
-            return None
-        found = self._modules_in(assigned[0].value, assigned[0].function, _depth)
+        found = self._owned_from_assignments(optimizer, scope, _depth)
+        if found is None and _depth < 3:
+            found = self._owned_from_callers(optimizer, scope, _depth)
+        if found is None:
+            found = self._owned_by_spelling(optimizer, scope)
         memo[key] = found
         return found
+
+    def _owned_from_assignments(self, optimizer: str, scope: str, depth: int) -> frozenset[str] | None:
+        assigned = self.model.assignments(optimizer, scope)
+        if not assigned or assigned[0].value is None or len(assigned[0].targets) != 1:
+            return None
+        head = optimizer.partition(".")[0]
+        if any(e.value is None or head not in e.value.names and optimizer not in e.value.text for e in assigned[1:]):
+            return None  # re-bound to something else than a wrapper of itself
+        return self._modules_in(assigned[0].value, assigned[0].function, depth)
+
+    def _owned_from_callers(self, optimizer: str, scope: str, depth: int) -> frozenset[str] | None:
+        fn = self.model.functions.get(scope)
+        if fn is None or optimizer not in fn.params:
+            return None
+        position = fn.params.index(optimizer) - (1 if fn.owner else 0)
+        callers = self.model.calls_to.get(scope, [])
+        found: set[str] = set()
+        for call in callers:
+            arg = call.keyword(optimizer) or (call.args[position] if 0 <= position < len(call.args) else None)
+            if arg is None or not arg.base or arg.text != arg.base:
+                return None
+            owned = self.owned_modules(arg.base, call.function, depth + 1)
+            if owned is None:
+                return None
+            found |= owned
+        return frozenset(found) or None
+
+    def _owned_by_spelling(self, optimizer: str, scope: str) -> frozenset[str] | None:
+        """`optimD` owns `netD` when nothing else is known: the optimizer's name past its
+        `opt`/`optim`/`optimizer` part is a suffix that exactly one model of the function ends with."""
+        suffix = _OPTIMIZER_SUFFIX.match(tail(optimizer))
+        if suffix is None or not suffix.group(1):
+            return None
+        end = suffix.group(1).lstrip("_").lower()
+        models = {
+            e.receiver if e.kind is EventKind.ZERO_GRAD else e.name
+            for e in self.expanded(scope)
+            if (e.kind is EventKind.ZERO_GRAD and e.receiver) or (e.kind is EventKind.CALL and e.name and not e.receiver)
+        }
+        matching = [m for m in models if m and tail(m).lower().endswith(end) and self.model.kind_of(m, scope) is Kind.MODEL
+                    and not _OPTIMIZER_SUFFIX.match(tail(m))]
+        return frozenset(matching) if len(matching) == 1 else None
 
     def _modules_in(self, value: Value, scope: str, depth: int) -> frozenset[str] | None:
         modules = set(_PARAMETERS_OF.findall(value.text))
