@@ -549,7 +549,7 @@ class TrainingModel:
         if not assigned or assigned[0].value is None or len(assigned[0].targets) != 1:
             return None
         head = optimizer.partition(".")[0]
-        if any(e.value is None or head not in e.value.names and optimizer not in e.value.text for e in assigned[1:]):
+        if any(e.value is None or (head not in e.value.names and optimizer not in e.value.text) for e in assigned[1:]):
             return None  # re-bound to something else than a wrapper of itself
         return self._modules_in(assigned[0].value, assigned[0].function, depth)
 
