@@ -106,12 +106,15 @@ def _never_cleared(ctx: Context, loop: Loop, steps: tuple[Event, ...], events: t
         fix = Fix(f"Insert `{'`, `'.join(statements)}` at the top of the loop", edits, Applicability.UNSAFE)
     names = ", ".join(f"`{o}`" for o in optimizers)
     backwards = [e for e in events if e.kind is EventKind.BACKWARD and not e.inner][:2]
+    # where the clear usually goes: before the iteration's first forward, or its backward
+    forward = next((e for e in events if not e.inner and training.is_forward(e)), None)
+    before = [Related(forward.span, "clear the gradients before this forward")] if forward is not None else []
     return report(
         META,
         loop.header,
         f"Training loop steps {names} but never clears gradients, so they accumulate across iterations",
         fix,
-        related=[*(Related(s.span, "optimizer step") for s in steps), *(Related(b.span, "backward()") for b in backwards)],
+        related=[*before, *(Related(b.span, "backward()") for b in backwards), *(Related(s.span, "optimizer step") for s in steps)],
         data={"optimizer": optimizers[0]} if optimizers else None,
     )
 
