@@ -444,12 +444,18 @@ class TrainingModel:
         submodule calls are its forward's internals), and is no method of the class."""
         name = event.name or ""
         cls = self.model.enclosing_class(event.function)
-        if cls is None or cls.is_module or self.model.resolve_function(name, event.function):
-            return False
+        if cls is None or cls.is_module or "forward" in cls.methods or self.model.resolve_function(name, event.function):
+            return False  # a class with a `forward` is a model whose base the file cannot see
         key = (name, event.function)
         calls_model = self._calls_model.get(key)
         if calls_model is None:
-            calls_model = self._calls_model[key] = self.model.kind_of(name, event.function) is Kind.MODEL
+            assigned = self.model.assignments(name, event.function)
+            # built by a call whose kind is unknown (`Decoder(*handlers)`): a fact that outranks the name
+            built_unknown = any(
+                e.value is not None and e.value.callee and self.model.kind_of_value(e.value, e.function) is Kind.UNKNOWN
+                for e in assigned
+            )
+            calls_model = self._calls_model[key] = not built_unknown and self.model.kind_of(name, event.function) is Kind.MODEL
         return calls_model
 
     def _names_a_model(self, name: str, function: str) -> bool:
