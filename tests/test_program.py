@@ -191,3 +191,23 @@ def test_unreadable_callee_makes_the_summary_partial(tmp_path: Path) -> None:
     model = build(parse(source).tree, source, str(tmp_path / "a.py"))
     summary = Project().view().summary(model, "step")
     assert summary is not None and summary.partial  # the cycle back into `step` is cut
+
+
+def test_a_change_two_files_away_rechecks_the_script(tmp_path: Path) -> None:
+    engine = "from steps import train_step\n\n\ndef run_step(model, batch, optimizer, criterion):\n"
+    engine += "    train_step(model, batch, optimizer, criterion)\n"
+    main = MAIN.replace("from engine import train_one_epoch", "from engine import run_step")
+    main = main.replace("for epoch in range(10):\n    train_one_epoch(model, loader, optimizer, criterion)",
+                        "for batch in loader:\n    run_step(model, batch, optimizer, criterion)")
+    write(tmp_path, {"steps.py": STEPS, "engine.py": engine, "train.py": main})
+    script = tmp_path / "train.py"
+    project = Project()  # one per CLI run: the helpers are read and summarised once
+    result = analyze(script.read_text(), str(script), Config(select=("TPF001",)), project=project)
+    assert [(d.code, d.span.start.line + 1) for d in result.diagnostics] == [("TPF001", 7)]
+    assert sorted(Path(d.path).name for d in result.dependencies) == ["engine.py", "steps.py"]
+    steps = tmp_path / "steps.py"
+    mtime = steps.stat().st_mtime_ns
+    steps.write_text(STEPS_CLEARED)
+    os.utime(steps, ns=(mtime + 10_000_000, mtime + 10_000_000))
+    assert not all(d.unchanged() for d in result.dependencies)  # the CLI cache entry of train.py goes stale
+    assert findings(script, project, "TPF001") == []  # and the shared project re-reads the helper

@@ -14,8 +14,10 @@ function of another project module that does, are not flagged. Ray Train's
 `prepare_data_loader` counts as a shuffling DistributedSampler only for a loader built with
 `shuffle=True` (it gives the others a non-shuffling one).
 
-The finding is placed where the call belongs: the epoch loop, or the signature of a
-per-epoch function that receives the sampler as a parameter.
+The finding is placed where the call belongs: the epoch loop, the loop over the loader of a
+per-epoch function of the file the loader is handed to (`train_epoch(..., train_loader,
+epoch)`, with the epoch loop as a related location), or the signature of a per-epoch
+function that receives the sampler as a parameter.
 
 ## Example
 ```python
