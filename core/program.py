@@ -240,10 +240,11 @@ def _applies_no_grad(model: ModuleModel, text: str) -> bool:
 
 def return_kind(model: ModuleModel, qualname: str) -> Kind:
     """The kind every `return` of a function gives (UNKNOWN when they differ or none is known)."""
-    memo: dict[str, Kind] = model.__dict__.setdefault("_tpf_returns", {})
-    if qualname in memo:
-        return memo[qualname]
-    memo[qualname] = Kind.UNKNOWN  # cycle guard
+    memo: dict[tuple[str, bool], Kind] = model.__dict__.setdefault("_tpf_returns", {})
+    key = (qualname, model.__dict__.get("_tpf_local", False))  # see ModuleModel.local_kinds
+    if key in memo:
+        return memo[key]
+    memo[key] = Kind.UNKNOWN  # cycle guard
     fn = model.functions.get(qualname)
     kinds = set()
     if fn is not None:
@@ -251,7 +252,7 @@ def return_kind(model: ModuleModel, qualname: str) -> Kind:
             if event.kind is EventKind.RETURN and event.function == qualname and event.value is not None:
                 kinds.add(model.kind_of_value(event.value, qualname, 1))
     result = kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
-    memo[qualname] = result
+    memo[key] = result
     return result
 
 

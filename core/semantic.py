@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -403,10 +404,36 @@ class ModuleModel:
             index[qualname] = found
         return found
 
+    def set_external_kind(self, oracle: Callable[[str], Kind | None] | None) -> None:
+        """Install what imported callees return (see `external_kind`); the kinds memoised so far are dropped."""
+        self.external_kind = oracle
+        self.__dict__.pop("_tpf_kinds", None)
+        self.__dict__.pop("_tpf_returns", None)
+
+    @contextmanager
+    def local_kinds(self) -> Iterator[None]:
+        """Within this block `kind_of` answers from this file alone (cheap questions such as
+        "is this call worth following into another file?" must not read other files)."""
+        previous = self.__dict__.get("_tpf_local", False)
+        self.__dict__["_tpf_local"] = True
+        try:
+            yield
+        finally:
+            self.__dict__["_tpf_local"] = previous
+
     def kind_of(self, name: str | None, scope: str, _depth: int = 0) -> Kind:
-        """What `name` holds at `scope`: from its assignments, else from its spelling."""
+        """What `name` holds at `scope`: from its assignments, else from its spelling (memoised:
+        rules ask the same names many times, and each answer follows chains of assignments)."""
         if not name or _depth > 6:
             return Kind.UNKNOWN
+        memo: dict[tuple[str, str, int, bool], Kind] = self.__dict__.setdefault("_tpf_kinds", {})
+        key = (name, scope, _depth, self.__dict__.get("_tpf_local", False))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._kind_of(name, scope, _depth)
+        return found
+
+    def _kind_of(self, name: str, scope: str, _depth: int) -> Kind:
         for event in reversed(self.assignments(name, scope)):
             if event.value is not None and len(event.targets) == 1:
                 kind = self.kind_of_value(event.value, event.function, _depth + 1)
@@ -441,11 +468,9 @@ class ModuleModel:
                 return self.kind_of(value.receiver, scope, _depth + 1)
             if value.method == "step":
                 return Kind.UNKNOWN
-            if value.method in ("configure_optimizers", "optimizers") or (value.method == "optimizer" and value.receiver == "self"):
+            if value.method in ("configure_optimizers", "optimizers"):
                 return Kind.OPTIMIZER  # Lightning's API: `self.optimizers()`, `model.configure_optimizers()`
-            method = self._resolve_method(f"{value.receiver}.{value.method}", scope) if value.receiver else None
-            if method is None and value.receiver == "self":
-                method = self.resolve_function(f"self.{value.method}", scope)
+            method = self.resolve_function(f"{value.receiver}.{value.method}", scope) if value.receiver else None
             if method is not None:
                 from torch_preflight.core.program import return_kind
 
@@ -510,7 +535,7 @@ class ModuleModel:
             kind = return_kind(self, local)
             if kind is not Kind.UNKNOWN:
                 return kind
-        elif self.external_kind is not None and imported:
+        elif self.external_kind is not None and imported and not self.__dict__.get("_tpf_local", False):
             kind = self.external_kind(callee)
             if kind is not None:
                 return kind

@@ -128,9 +128,8 @@ class TrainingModel:
         self.model = model
         self.project = project  # follows calls into the user's other modules when given
         self._stack = (*_stack, model.path)  # files whose training models are being built: a cycle stops there
-        self._local_kinds = False  # set while a question must be answered from this file alone
         if project is not None:
-            model.external_kind = self._imported_kind
+            model.set_external_kind(self._imported_kind)
         self._foreign: dict[str, tuple[tuple[str, ...], tuple[Event, ...]] | None] = {}
         self._foreign_loops: dict[tuple[str, int], int] = {}
         self._expanded: dict[str, tuple[Event, ...]] = {}
@@ -150,8 +149,6 @@ class TrainingModel:
             return None
         if callee.partition(".")[0] in sys.stdlib_module_names or callee.partition(".")[0] in _COMMON_LIBRARIES:
             return None
-        if self._local_kinds:
-            return None  # a cheap question (is this call worth following?) must not read other files
         resolved = self.project.resolve_function(self.model.path, callee)
         if resolved is None:
             return None
@@ -301,14 +298,11 @@ class TrainingModel:
             return False  # reached through an import, not a local binding
         if call.loops and len(self._stack) == 1:
             return True  # beyond the analysed file, only calls handed a model or an optimizer are followed
-        self._local_kinds = True
-        try:
+        with self.model.local_kinds():
             return any(
                 arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER)
                 for arg in (*call.args, *(v for _, v in call.keywords))
             )
-        finally:
-            self._local_kinds = False
 
     def _load_foreign(self, qualified: str) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
         assert self.project is not None

@@ -114,7 +114,7 @@ def _never_cleared(ctx: Context, loop: Loop, steps: tuple[Event, ...], events: t
         loop.header,
         f"Training loop steps {names} but never clears gradients, so they accumulate across iterations",
         fix,
-        related=[*before, *(Related(b.span, "backward()") for b in backwards), *(Related(s.span, "optimizer step") for s in steps)],
+        related=[*(Related(s.span, "optimizer step") for s in steps), *before, *(Related(b.span, "backward()") for b in backwards)],
         data={"optimizer": optimizers[0]} if optimizers else None,
     )
 
