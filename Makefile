@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install imports test demo lint docs bench-vram bench-real bench-lsp clean
+.PHONY: help install imports test demo dist lint docs bench-vram bench-real bench-blind bench-hard bench-lsp clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -29,8 +29,23 @@ test: $(STAMP) imports test-vscode ## Install what is missing, then run the whol
 	@$(BIN)/python -m pytest tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: treating that as a failure" >&2; exit 1; fi; exit $$status
 
-demo: $(STAMP) ## Install, then lint the bundled examples
-	-$(BIN)/torch-preflight check examples/
+# The demo has its own venv with the runtime package only (parso, jedi, pygls, lsprotocol, rich):
+# no torch, no dev tools, so a fresh clone lints the examples in seconds. Editable, so it
+# follows the checkout; pip's own upgrade is skipped (the venv's pip builds it fine).
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	@test -x $(DEMO_VENV)/bin/python || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP) ## Install the runtime package only (.venv-demo), then lint the bundled examples
+	-$(DEMO_VENV)/bin/torch-preflight check examples/
+
+dist: $(STAMP) ## Build the wheel and sdist of the `pytorch-preflight` distribution into dist/
+	@rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 lint: $(STAMP) ## Run ruff, mypy and the import layering contract
 	$(BIN)/ruff check .
@@ -43,7 +58,7 @@ docs: $(STAMP) ## Regenerate docs/rules from the rule docstrings
 include vscode-client/Makefile.inc
 
 clean: ## Remove build artefacts and caches
-	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .torch-preflight-cache
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .torch-preflight-cache $(DEMO_VENV) $(BUNDLE_LIBS) $(BUNDLE_STAMP)
 
 # ---- bench-real: the real-world evaluation (issue 8; not part of `make test`) ----------------
 # BENCH_REPOS: folders or git directories to add to the corpus (e.g. fetched pytorch/examples,
@@ -60,6 +75,30 @@ bench-real: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Real-world benchmark: p
 	$(BIN)/python bench/realworld/mutate.py --root . --skip corpus/packages/torch/ \
 		bench/out/corpus/repos bench/out/corpus/packages bench/realworld/seeds
 	$(BIN)/python bench/realworld/run.py
+
+# ---- bench-blind: the blind precision corpus (issue 17; not part of `make test`) ----------------
+# 22 public repositories pinned in bench/realworld/blind.json, materialised from local bare git
+# mirrors ($(BENCH_MIRRORS)/<owner>+<name>/repo; a missing one is named with the command that gets it).
+# Re-measure another checkout: python bench/realworld/blind.py check --checkout DIR --out FILE, then
+# python bench/realworld/blind.py diff bench/realworld/blind_before.json FILE
+# TOOL: the torch-preflight to measure (default: this checkout's), e.g. TOOL=/work/wt-XX/.venv/bin/torch-preflight
+BENCH_MIRRORS ?= /work/.mirror
+TOOL ?= $(BIN)/torch-preflight
+bench-blind: $(STAMP) ## Blind corpus: findings of TOOL (-j 1, cold), per-file CPU time, diff against the recorded "before" (~5 min)
+	BENCH_MIRRORS=$(BENCH_MIRRORS) $(BIN)/python bench/realworld/blind.py materialise
+	$(BIN)/python bench/realworld/blind.py check --tool $(TOOL) --out bench/out/blind-findings.json
+	$(BIN)/python bench/realworld/blind.py diff bench/realworld/blind_before.json bench/out/blind-findings.json
+
+# ---- bench-hard: the harder mutation benchmark (issue 16; not part of `make test`) ----------------
+# The bench-real corpus with mutate.py --harder; scored strictly by score.py (±3 lines or a related
+# location, no per-kind exclusion), all mutants and real bugs only, the peer beside.
+bench-hard: $(STAMP) $(PEER_VENV)/bin/torch-preflight ## Harder mutation benchmark of TOOL, strict window, peer beside (~10 min)
+	$(BIN)/python bench/realworld/corpus.py $(BENCH_REPOS)
+	$(BIN)/python bench/realworld/mutate.py --harder --per-kind 40 --root . --skip corpus/packages/torch/ \
+		--out bench/out/mutants-hard bench/out/corpus/repos bench/out/corpus/packages bench/realworld/seeds
+	$(BIN)/python bench/realworld/score.py --mutants bench/out/mutants-hard --tool $(TOOL) \
+		--peer $(PEER_VENV)/bin/torch-preflight --equivalent bench/realworld/equivalent.json \
+		--out bench/out/hard-score.json --markdown bench/out/hard-score.md --compare bench/realworld/hard_before.json
 
 # ---- bench-vram: estimator accuracy against measured peaks (issue 5; not part of `make test`) ----
 # Ground truth runs each bench/vram script under torch 2.13 (CPU wheel) in its own venv, with the

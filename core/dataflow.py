@@ -670,10 +670,17 @@ class DataFlow:
         if not (isinstance(func, ast.Attribute) and func.attr in ("min", "max", "amin", "amax")):
             return False
         parents = self.parents(call)
-        parent = parents.get(id(call))
-        if not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and parent.right is call):
+        node: ast.expr = call
+        parent = parents.get(id(node))
+        while _is_conversion(parent, node):  # `int(df["age"].min())`, `x.min().item()`
+            node = parent
+            parent = parents.get(id(node))
+            if isinstance(parent, ast.Call) and parent.func is node:  # the `()` of `.item()`
+                node = parent
+                parent = parents.get(id(node))
+        if not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Sub) and parent.right is node):
             return False
-        if ast.dump(parent.left) != ast.dump(func.value):
+        if ast.dump(_unconverted(parent.left)) != ast.dump(_unconverted(func.value)):
             return False
         outer = parents.get(id(parent))
         return not (isinstance(outer, ast.BinOp) and isinstance(outer.op, (ast.Div, ast.Mult, ast.FloorDiv)))
@@ -954,3 +961,29 @@ def walk_function(fn: ast.AST) -> Iterator[ast.AST]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+_CONVERSIONS = frozenset({"int", "float", "round"})
+_SAME_VALUES = frozenset({"values", "to_numpy", "astype", "item", "long", "int", "float", "double", "numpy"})
+
+
+def _is_conversion(parent: ast.AST | None, node: ast.expr) -> bool:
+    """`parent` only changes the type of `node`'s values: `int(node)`, `node.item()`."""
+    if isinstance(parent, ast.Call) and len(parent.args) == 1 and parent.args[0] is node:
+        return isinstance(parent.func, ast.Name) and parent.func.id in _CONVERSIONS
+    return isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in ("item", "astype")
+
+
+def _unconverted(node: ast.expr) -> ast.expr:
+    """`df["age"].values.astype(int)` -> `df["age"]`: the same values under another type."""
+    for _ in range(6):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SAME_VALUES:
+            node = node.func.value
+        elif isinstance(node, ast.Attribute) and node.attr in _SAME_VALUES:
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONVERSIONS and len(node.args) == 1:
+            node = node.args[0]
+        else:
+            break
+    return node
+

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
+from pathlib import Path
 from types import ModuleType
 
 from torch_preflight.core.config import Config
@@ -16,7 +17,10 @@ from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import SourceText, Span
 from torch_preflight.core.training import TrainingModel
 
-DOCS_URL = "https://github.com/torch-preflight/torch-preflight/blob/main/docs/rules/{code}.md"
+# The rule pages `make docs` writes: docs/rules/ beside rules/ in a checkout, and the same
+# place beside this package in a wheel (torch_preflight/docs/rules/, shipped as package data),
+# so a rule's link is a local file that exists without a network.
+DOCS_DIR = Path(__file__).resolve().parent.parent / "docs" / "rules"
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
 
 
@@ -42,7 +46,16 @@ class RuleMeta:
 
     @property
     def url(self) -> str:
-        return DOCS_URL.format(code=self.code)
+        return doc_url(self.code)
+
+
+def doc_page(code: str) -> Path:
+    """Where the page of the rule `code` is (see DOCS_DIR)."""
+    return DOCS_DIR / f"{code}.md"
+
+
+def doc_url(code: str) -> str:
+    return doc_page(code).as_uri()
 
 
 @dataclass

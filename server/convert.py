@@ -7,12 +7,14 @@ offers them. A non-BMP character (an emoji) is 1 code point, 2 UTF-16 units, 4 U
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from lsprotocol import types
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Severity
 from torch_preflight.core.memory import LayerEstimate, MemoryReport, format_bytes
 from torch_preflight.core.source import Position, SourceText, Span
+from torch_preflight.rules.base import doc_page
 from torch_preflight.rules.registry import BY_CODE
 
 SOURCE = "torch-preflight"
@@ -80,14 +82,20 @@ def diagnostic_data(d: Diagnostic) -> dict[str, Any]:
     return {"code": d.code, "span": [s.start.line, s.start.col, s.end.line, s.end.col], "fixable": d.fix is not None, **dict(d.data)}
 
 
+@cache
+def code_description(code: str) -> types.CodeDescription | None:
+    """A link to the rule's page, a local file (see rules.base.DOCS_DIR); none when it is missing."""
+    rule = BY_CODE.get(code)
+    return types.CodeDescription(href=rule.meta.url) if rule and doc_page(code).is_file() else None
+
+
 def to_lsp_diagnostic(d: Diagnostic, source: SourceText, uri: str, encoding: str = UTF16) -> types.Diagnostic:
-    rule = BY_CODE.get(d.code)
     return types.Diagnostic(
         range=to_lsp_range(source, d.span, encoding),
         message=d.message,
         severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Warning),
         code=d.code,
-        code_description=types.CodeDescription(href=rule.meta.url) if rule else None,
+        code_description=code_description(d.code),
         source=SOURCE,
         related_information=[
             types.DiagnosticRelatedInformation(

@@ -28,7 +28,7 @@ from torch_preflight.measure.report import (
     to_json,
 )
 
-TORCH_REASON = "torch is not installed: the measured runs need the `measure` extra (pip install 'torch-preflight[measure]')"
+TORCH_REASON = "torch is not installed: the measured runs need the `measure` extra (pip install 'pytorch-preflight[measure]')"
 NO_TORCH = """
 import sys
 
@@ -148,11 +148,11 @@ def test_cli_without_torch_exits_2_with_the_extra(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "torch_preflight", "measure", str(script)], cwd=tmp_path,
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 2, result.stderr
-    assert "pip install 'torch-preflight[measure]'" in result.stderr and "not installed" in result.stderr
+    assert "pip install 'pytorch-preflight[measure]'" in result.stderr and "not installed" in result.stderr
     assert "must not import" not in result.stderr and "must never run" not in result.stderr
     helped = subprocess.run([sys.executable, "-m", "torch_preflight", "measure", "--help"], cwd=tmp_path,
                             capture_output=True, text=True, env=env, timeout=60)
-    assert helped.returncode == 0 and "RUNS YOUR SCRIPT" in helped.stdout and "torch-preflight[measure]" in helped.stdout
+    assert helped.returncode == 0 and "RUNS YOUR SCRIPT" in helped.stdout and "pytorch-preflight[measure]" in helped.stdout
     est = subprocess.run([sys.executable, "-m", "torch_preflight", "estimate", str(ROOT / "examples/good/train_classifier.py")],
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
     assert est.returncode == 0 and "must not import" not in est.stderr and "Peak" in est.stdout
@@ -163,7 +163,7 @@ def test_cli_missing_torch_in_process(tmp_path: Path, monkeypatch: pytest.Monkey
     script = tmp_path / "train.py"
     script.write_text("x = 1\n", encoding="utf-8")
     assert cli_main(["measure", str(script)]) == 2
-    assert "torch-preflight[measure]" in capsys.readouterr().err
+    assert "pytorch-preflight[measure]" in capsys.readouterr().err
 
 
 def test_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

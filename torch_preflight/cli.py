@@ -538,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         buffer = io.StringIO()
         traceback.print_exc(file=buffer)
-        print(f"{PROG}: internal error: {exc!r}\n{buffer.getvalue()}Please report this at https://github.com/torch-preflight/torch-preflight/issues", file=sys.stderr)
+        print(f"{PROG}: internal error: {exc!r}\n{buffer.getvalue()}This is a bug in torch-preflight: please report it with the traceback above and the file that triggered it.", file=sys.stderr)
         return 2
 
 

@@ -19,9 +19,12 @@ make zero_grad unconditional under accumulation; accumulate the loss tensor inst
 .item(); append the loss tensor to a list; remove a torch.no_grad() wrapper; delete
 model.eval(); delete model.train() in an epoch loop; construct the optimizer inside the
 loop; delete sampler.set_epoch; apply softmax before cross-entropy; fit a scaler before the
-split; call forward() directly.
+split; call forward() directly. With `--harder` (issue 16, HARD_KINDS): remove an evaluation
+function's no_grad decorator; drop one of a GAN's two clears; delete `x.sampler.set_epoch` (an
+attribute chain); delete a zero_grad / eval() / train() / no_grad block inside a helper that a loop
+calls. bench/realworld/score.py scores them strictly.
 
-Usage: python bench/realworld/mutate.py [--out DIR] [--per-kind N] [--per-file N] SOURCE ...
+Usage: python bench/realworld/mutate.py [--harder] [--out DIR] [--per-kind N] [--per-file N] SOURCE ...
 """
 
 from __future__ import annotations
@@ -668,6 +671,180 @@ OPERATORS: dict[str, Callable[[Index], Iterator[Mutant]]] = {
 assert set(OPERATORS) == set(KINDS)
 
 
+# ---------------------------------------------------------------- harder kinds (issue 16, `--harder`)
+
+HARD_KINDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "remove_no_grad_decorator": (("TPF007",), "remove the @torch.no_grad()/@torch.inference_mode() decorator of an evaluation function"),
+    "gan_drop_zero_grad": (("TPF001",), "delete one zero_grad() of a loop that clears two modules and steps two optimizers (GAN clears)"),
+    "delete_set_epoch_chain": (("TPF014",), "delete `x.sampler.set_epoch(epoch)` reached through an attribute chain"),
+    "helper_drop_zero_grad": (("TPF001",), "delete the zero_grad() of a step helper (no loop of its own) that a loop calls"),
+    "helper_drop_eval": (("TPF008",), "delete model.eval() in an evaluation helper (no loop of its own) that a loop calls"),
+    "helper_drop_train": (("TPF009",), "delete model.train() in a step helper (no loop of its own) that an epoch loop calls"),
+    "helper_remove_no_grad": (("TPF007",), "remove the torch.no_grad() block of an evaluation helper (no loop of its own) that a loop calls"),
+}
+
+
+def _helper(ix: Index, stmt: ast.stmt) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function holding `stmt` when it has no loop of its own around or beside `stmt` and a loop of
+    this file calls it (a step or evaluation helper), else None."""
+    fn = ix.function(stmt)
+    if fn is None or fn.name.startswith("__") or ix.enclosing_loops(stmt):
+        return None
+    if any(isinstance(n, ast.For | ast.While | ast.AsyncFor) for n in ast.walk(fn)):
+        return None
+    return fn if ix.loops_calling(fn.name) else None
+
+
+def _remove_decorator(ix: Index, fn: ast.AST, deco: ast.AST) -> tuple[str, int, Callable[[int], int]]:
+    lines = list(ix.lines)
+    a, b = deco.lineno, deco.end_lineno  # the `@` sits on deco.lineno
+    del lines[a - 1 : b]
+    n = b - a + 1
+    return "".join(lines), fn.lineno - n, (lambda x: x - n if x > b else (a if x >= a else x))
+
+
+def op_remove_no_grad_decorator(ix: Index) -> Iterator[Mutant]:
+    for fn in ast.walk(ix.tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        decos = [d for d in fn.decorator_list if _disables_grad(d)]
+        if len(decos) != 1 or fn.name.startswith("__") or fn.name == "forward":
+            continue
+        evaluates = bool(_EVAL_NAME.search(fn.name)) or bool(calls_in(fn, "eval"))
+        loops = [n for n in ast.walk(fn) if isinstance(n, ast.For | ast.While | ast.AsyncFor)]
+        if not evaluates or not loops or ix.no_grad_scope(ix.parent.get(fn, ix.tree)):
+            continue
+        text, line, f = _remove_decorator(ix, fn, decos[0])
+        yield mk("remove_no_grad_decorator", ix, text, line, fn.lineno, fn, f, [loops[0].lineno])
+
+
+def op_gan_drop_zero_grad(ix: Index) -> Iterator[Mutant]:
+    """A training loop (with whatever loops it nests, e.g. a critic's inner loop) that clears two
+    different modules or optimizers and steps two optimizers: delete one of its clears."""
+    seen: set[int] = set()
+    for loop in ast.walk(ix.tree):
+        if not isinstance(loop, ast.For | ast.While) or not loop_trains(loop) or ix.enclosing_loops(loop):
+            continue
+        zgs = [s for s in ast.walk(loop) if isinstance(s, ast.stmt) and expr_call_attr(s) == "zero_grad" and ix.own_lines(s)]
+        receivers = {dotted(s.value.func.value) for s in zgs if isinstance(s.value.func, ast.Attribute)}
+        steps = {dotted(c.func.value) for c in calls_in(loop, "step") if isinstance(c.func, ast.Attribute)}
+        if len(receivers) != 2 or len(steps) < 2 or "" in receivers:
+            continue
+        for zg in zgs:
+            if zg.lineno in seen:
+                continue
+            seen.add(zg.lineno)
+            text, line, f = delete_stmt(ix, zg)
+            extra = [c.lineno for c in calls_in(loop, "backward") + calls_in(loop, "step")]
+            yield mk("gan_drop_zero_grad", ix, text, line, zg.lineno, zg, f, extra)
+
+
+def _set_epoch_receiver(stmt: ast.stmt) -> ast.AST | None:
+    if expr_call_attr(stmt) != "set_epoch" or not isinstance(stmt.value.func, ast.Attribute):
+        return None
+    return stmt.value.func.value
+
+
+def op_delete_set_epoch_chain(ix: Index) -> Iterator[Mutant]:
+    for stmt in ast.walk(ix.tree):
+        recv = _set_epoch_receiver(stmt)
+        if not isinstance(recv, ast.Attribute) or not ix.own_lines(stmt):
+            continue
+        text, line, f = delete_stmt(ix, stmt)
+        yield mk("delete_set_epoch_chain", ix, text, line, stmt.lineno, stmt, f)
+
+
+def op_delete_set_epoch_name(ix: Index) -> Iterator[Mutant]:
+    """delete_set_epoch restricted to a plain-name receiver (the chains are their own kind)."""
+    for m in op_delete_set_epoch(ix):
+        stmt = next(s for s in ast.walk(ix.tree) if isinstance(s, ast.stmt) and s.lineno == m.orig_line
+                    and expr_call_attr(s) == "set_epoch")
+        if not isinstance(_set_epoch_receiver(stmt), ast.Attribute):
+            yield m
+
+
+def op_helper_drop_zero_grad(ix: Index) -> Iterator[Mutant]:
+    for stmt in ast.walk(ix.tree):
+        if expr_call_attr(stmt) != "zero_grad" or not ix.own_lines(stmt):
+            continue
+        fn = _helper(ix, stmt)
+        if fn is None or not (calls_in(fn, "backward") or calls_in(fn, "step")) or len(calls_in(fn, "zero_grad")) != 1:
+            continue
+        text, line, f = delete_stmt(ix, stmt)
+        extra = [c.lineno for c in calls_in(fn, "backward") + calls_in(fn, "step")]
+        yield mk("helper_drop_zero_grad", ix, text, line, stmt.lineno, stmt, f, extra)
+
+
+def op_helper_drop_eval(ix: Index) -> Iterator[Mutant]:
+    for stmt in ast.walk(ix.tree):
+        if expr_call_attr(stmt) != "eval" or stmt.value.args or not ix.own_lines(stmt):
+            continue
+        fn = _helper(ix, stmt)
+        if fn is None or len(calls_in(fn, "eval")) != 1 or calls_in(fn, "backward"):
+            continue
+        text, line, f = delete_stmt(ix, stmt)
+        yield mk("helper_drop_eval", ix, text, line, stmt.lineno, stmt, f)
+
+
+def op_helper_drop_train(ix: Index) -> Iterator[Mutant]:
+    if not any(call_attr(n) == "eval" and not n.args for n in ast.walk(ix.tree) if isinstance(n, ast.Call)):
+        return
+    for stmt in ast.walk(ix.tree):
+        if expr_call_attr(stmt) != "train" or not ix.own_lines(stmt):
+            continue
+        args = stmt.value.args
+        if args and not (isinstance(args[0], ast.Constant) and args[0].value is True):
+            continue
+        fn = _helper(ix, stmt)
+        if fn is None or not calls_in(fn, "backward") or len(calls_in(fn, "train")) != 1:
+            continue
+        text, line, f = delete_stmt(ix, stmt)
+        yield mk("helper_drop_train", ix, text, line, stmt.lineno, stmt, f)
+
+
+def op_helper_remove_no_grad(ix: Index) -> Iterator[Mutant]:
+    for node in ast.walk(ix.tree):
+        if not isinstance(node, ast.With) or len(node.items) != 1 or not _disables_grad(node.items[0].context_expr):
+            continue
+        if node.items[0].optional_vars is not None or ix.lines[node.lineno - 1][: node.col_offset].strip():
+            continue
+        fn = _helper(ix, node)
+        if fn is None or calls_in(fn, "backward") or any(_disables_grad(d) for d in fn.decorator_list):
+            continue
+        first = node.body[0].lineno
+        if first <= node.lineno:
+            continue
+        cut = len(indent_of(ix.lines[first - 1])) - len(indent_of(ix.lines[node.lineno - 1]))
+        if cut <= 0:
+            continue
+        lines = list(ix.lines)
+        for i in range(first - 1, node.end_lineno):
+            ln = lines[i]
+            lines[i] = ln[min(cut, len(indent_of(ln))) :] if ln.strip() else ln
+        a, b = node.lineno, first - 1
+        n = b - a + 1
+        del lines[a - 1 : b]
+
+        def f(x: int, a: int = a, b: int = b, n: int = n) -> int:
+            return x - n if x > b else (a if x >= a else x)
+
+        yield mk("helper_remove_no_grad", ix, "".join(lines), node.lineno, node.lineno, node, f)
+
+
+HARD_OPERATORS: dict[str, Callable[[Index], Iterator[Mutant]]] = {
+    **OPERATORS,
+    "delete_set_epoch": op_delete_set_epoch_name,
+    "remove_no_grad_decorator": op_remove_no_grad_decorator,
+    "gan_drop_zero_grad": op_gan_drop_zero_grad,
+    "delete_set_epoch_chain": op_delete_set_epoch_chain,
+    "helper_drop_zero_grad": op_helper_drop_zero_grad,
+    "helper_drop_eval": op_helper_drop_eval,
+    "helper_drop_train": op_helper_drop_train,
+    "helper_remove_no_grad": op_helper_remove_no_grad,
+}
+assert set(HARD_OPERATORS) == set(KINDS) | set(HARD_KINDS)
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -699,7 +876,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-lines", type=int, default=1500, help="skip source files longer than this")
     parser.add_argument("--root", default=None, help="record source paths relative to this folder")
     parser.add_argument("--skip", action="append", default=[], help="skip source paths containing this text")
+    parser.add_argument("--harder", action="store_true",
+                        help="add the harder kinds of issue 16 (HARD_KINDS: decorators, GAN clears, attribute-chain "
+                             "set_epoch, helper-level deletions); delete_set_epoch then keeps plain-name receivers only")
     args = parser.parse_args(argv)
+    operators = HARD_OPERATORS if args.harder else OPERATORS
+    kinds = {**KINDS, **HARD_KINDS} if args.harder else KINDS
 
     out = Path(args.out)
     if out.exists():
@@ -707,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True)
     root = Path(args.root).resolve() if args.root else Path.cwd()
 
-    candidates: dict[str, list[tuple[str, Path, Mutant]]] = {k: [] for k in KINDS}
+    candidates: dict[str, list[tuple[str, Path, Mutant]]] = {k: [] for k in kinds}
     dropped = 0
     for path in sources_from(args.sources):
         if any(part in path.as_posix() for part in args.skip):
@@ -722,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
             ix = Index(text)
         except (SyntaxError, ValueError):
             continue
-        for kind, op in OPERATORS.items():
+        for kind, op in operators.items():
             per_file = 0
             for m in op(ix):
                 if per_file >= args.per_file:
@@ -761,7 +943,7 @@ def main(argv: list[str] | None = None) -> int:
             manifest.append({
                 "id": f"{kind}/{n}",
                 "kind": kind,
-                "expected": list(KINDS[kind][0]),
+                "expected": list(kinds[kind][0]),
                 "source": src,
                 "orig": str((out / "_orig" / orig_ids[path] / path.name).relative_to(out)),
                 "file": str((mdir / path.name).relative_to(out)),
@@ -771,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:
                 "anchors_orig": m.anchors_orig,
             })
     (out / "manifest.json").write_text(json.dumps({"kinds": {k: {"expected": list(v[0]), "description": v[1]}
-                                                             for k, v in KINDS.items()},
+                                                             for k, v in kinds.items()},
                                                    "mutants": manifest, "dropped_unparsable": dropped}, indent=1))
     for kind, (chosen, total) in counts.items():
         print(f"[mutate] {kind:38s} {chosen:3d} mutants (of {total} sites)", file=sys.stderr)

@@ -7,7 +7,7 @@ import re
 
 from torch_preflight.core.names import tail
 from torch_preflight.core.project import ProjectView
-from torch_preflight.core.semantic import Event, EventKind, ModuleModel
+from torch_preflight.core.semantic import Event, EventKind, ModuleModel, Value
 from torch_preflight.core.training import TrainingModel
 
 TRAIN, EVAL, UNKNOWN, DEFAULT = "train", "eval", "unknown", "default"
@@ -130,8 +130,8 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
         if rest and all(_passes_through(e, name, model) for e in rest):
             assignments = [first]  # `model = Net()`, then `model = DDP(model)`: still a Net
         for event in assignments:
-            callee = event.value.callee if event.value else None
-            if callee is not None and callee in model.classes and len(event.targets) == 1:
+            callee = _constructed_class(event.value, model) if event.value else None
+            if callee is not None and len(event.targets) == 1:
                 found.append(callee)
             elif event.value is not None and len(event.targets) == 1 and _mode_free_torch(event.value.text, event.value.calls):
                 found.append("")
@@ -156,10 +156,26 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
     return found
 
 
+# Methods that return the module they are called on (`Net().to(device)`, `model = model.cuda()`).
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "share_memory"})
+
+
+def _constructed_class(value: Value, model: ModuleModel) -> str | None:
+    """The file's class that `value` constructs: `Net(...)`, or `Net(...).to(device)`."""
+    if value.callee is not None:
+        return value.callee if value.callee in model.classes else None
+    if not value.methods or not set(value.methods) <= _SAME_MODULE:
+        return None
+    built = [call for call in value.calls if call in model.classes]
+    return built[0] if len(built) == 1 and value.base is None else None
+
+
 def _passes_through(event: Event, name: str, model: ModuleModel) -> bool:
     """`model = wrap(model, ...)` (DistributedDataParallel, `prepare_model`, `torch.compile`, `.to(device)`):
     the same network behind a wrapper that adds no layer of its own."""
     value = event.value
+    if value is not None and value.base == name and not value.calls and value.methods and set(value.methods) <= _SAME_MODULE:
+        return True  # `model = model.to(device)`
     if value is None or len(event.targets) != 1 or name not in value.names or not value.calls or _MODE_LAYERS.search(value.text):
         return False
     for call in value.calls:

@@ -17,7 +17,9 @@ Containers created inside the iteration, containers that a back-propagating func
 able to see them reads later (chunked losses, REINFORCE `saved_log_probs`; a function's
 local list is seen only by that function unless it hands the list out), values computed
 under `no_grad` / `inference_mode` (also when stored after the block), loops under
-`no_grad`, and loops that always leave after one pass are not flagged.
+`no_grad`, loops that always leave after one pass, and lists that also receive layers
+built in place (`modules.append(nn.Linear(...))`, where `module(dim)` over a list of layer
+classes constructs a layer) are not flagged.
 
 ## Example
 ```python
@@ -48,10 +50,11 @@ import re
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import GRAPH_KINDS, Event, EventKind, Value
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training.eval_loop_without_no_grad import _is_eval
+from torch_preflight.rules.training.eval_loop_without_no_grad import _frozen, _is_eval
 
 META = RuleMeta(
     code="TPF006",
@@ -85,7 +88,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if loop.id in training_ids or not training.grad_enabled_at(loop):
             continue
         events = training.iteration(loop)
-        if any(training.is_forward(e) and not e.no_grad and not e.inner for e in events) and _is_eval(ctx, loop, events):
+        if any(training.is_forward(e) and not e.no_grad and not e.inner and not _frozen(ctx, e, loop) for e in events) and _is_eval(ctx, loop, events):
             cls = ctx.model.enclosing_class(loop.function)
             if cls is None or not cls.is_module:
                 units.append((events, set()))
@@ -125,9 +128,28 @@ def _stored(ctx: Context, event: Event, events: tuple[Event, ...], index: int, b
     # A container made fresh in this iteration holds one iteration's tensors only.
     if any(e.kind is EventKind.ASSIGN and head in e.targets for e in events[:index] if not e.inner):
         return None
-    if _read_by_backward(ctx, head, event.function):
+    if _read_by_backward(ctx, head, event.function) or _holds_layers(ctx, head, event.function):
         return None
     return value
+
+
+def _holds_layers(ctx: Context, container: str, scope: str) -> bool:
+    """The container also receives layers built in place (`modules.append(nn.Linear(...))`): it is a
+    list of modules being assembled, so `module(dim)` stored in it constructs a layer (the loop runs
+    over layer classes), it is no forward output."""
+    fn = ctx.model.functions.get(scope)
+    if fn is None:
+        return False
+    for event in fn.events:
+        if event.kind is not EventKind.STORE or event.receiver != container or event.name not in ("append", "insert"):
+            continue
+        value = event.args[-1] if event.args else None
+        callee = value.callee if value is not None else None
+        if callee is None:
+            continue
+        if (callee.startswith("torch.nn.") and tail(callee)[:1].isupper()) or (callee in ctx.model.classes and ctx.model.classes[callee].is_module):
+            return True
+    return False
 
 
 def _read_by_backward(ctx: Context, container: str, scope: str) -> bool:

@@ -14,7 +14,10 @@ with gradients on in a loop of the same iteration that back-propagates and steps
 whose optimizer `accelerator.prepare` returns). A model put in eval mode through a called
 function's parameter is matched under the name the loop passes. A `.train()` call
 anywhere in the loop's iteration (before training, or after evaluating) silences it.
-Teacher and EMA models that are never trained are not flagged.
+Teacher and EMA models that are never trained are not flagged, and neither are models whose
+class the project defines without dropout or batch norm (`Linear`/`ReLU` only): eval mode
+trains them exactly as train mode does. `Net(...).to(device)` and `model = model.to(device)`
+keep the class known.
 
 ## Example
 ```python
@@ -50,6 +53,7 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
+from torch_preflight.rules.training._modes import has_mode_layers
 
 META = RuleMeta(
     code="TPF009",
@@ -73,6 +77,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             receiver = _as_passed(ctx, evaluation, events) or evaluation.receiver or ""
             if not _trained(ctx, receiver, events) and not _trained(ctx, evaluation.receiver or "", events):
                 continue
+            if not has_mode_layers(ctx.model, receiver, loop.function, ctx.project):
+                continue  # no dropout or batch norm: eval mode trains exactly as train mode does
             # Training in a function the epoch loop calls (`train(...)`): report its training loop,
             # which is what runs in eval mode; the fix still goes at the top of the epoch loop.
             where = _training_loop_elsewhere(ctx, loop, events)

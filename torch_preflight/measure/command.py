@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXTRA = "pip install 'torch-preflight[measure]'"
+EXTRA = "pip install 'pytorch-preflight[measure]'"
 HELP = ("RUN a training script for a few optimizer steps and compare its measured memory with the static estimate "
-        "(executes your code; needs torch: `pip install torch-preflight[measure]`)")
+        "(executes your code; needs torch: `pip install pytorch-preflight[measure]`)")
 DESCRIPTION = f"""\
 WARNING: unlike every other torch-preflight command, `measure` RUNS YOUR SCRIPT (as __main__, in this
 process) until --steps optimizer steps have completed, then stops it. Only run code you trust.

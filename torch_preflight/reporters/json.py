@@ -18,7 +18,7 @@ from torch_preflight.core.diagnostics import Diagnostic
 from torch_preflight.core.parse import SyntaxProblem
 from torch_preflight.core.source import Span
 from torch_preflight.reporters import FileResult, Report, cell_span, ordered, row_col
-from torch_preflight.rules.base import DOCS_URL
+from torch_preflight.rules.base import doc_url
 
 
 def _edit(file: FileResult, span: Span, content: str) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def diagnostic_item(file: FileResult, d: Diagnostic) -> dict[str, Any]:
         "location": row_col(span.start),
         "end_location": row_col(span.end),
         "fix": fix,
-        "url": DOCS_URL.format(code=d.code),
+        "url": doc_url(d.code),
         "noqa_row": span.start.line + 1,
     }
 

@@ -30,7 +30,6 @@ from torch_preflight.rules.base import Rule
 from torch_preflight.rules.registry import ALL_RULES
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://github.com/torch-preflight/torch-preflight"
 SYNTAX_RULE_ID = "syntax-error"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note", Severity.HINT: "note"}
 
@@ -156,7 +155,6 @@ def log(report: Report) -> dict[str, Any]:
                         "name": "torch-preflight",
                         "version": __version__,
                         "semanticVersion": __version__,
-                        "informationUri": INFORMATION_URI,
                         "rules": rules,
                     }
                 },

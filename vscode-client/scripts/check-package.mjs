@@ -13,12 +13,21 @@ const files = execFileSync(vsce, ['ls', '--no-dependencies'], { cwd: root, encod
     .filter(Boolean);
 
 const problems = [];
-for (const required of ['package.json', 'README.md', 'LICENSE', 'dist/extension.js']) {
+// The bundled server (`make vsix` fills bundled/libs): the launcher, the package with its rule
+// pages, and its runtime dependencies, all pure Python.
+const BUNDLED = ['bundled/tool/launch.py', 'bundled/libs/torch_preflight/__init__.py', 'bundled/libs/torch_preflight/docs/rules/TPF001.md'];
+for (const dependency of ['parso', 'jedi', 'pygls', 'lsprotocol', 'rich', 'attrs', 'cattrs']) {
+    BUNDLED.push(`bundled/libs/${dependency}/__init__.py`);
+}
+for (const required of ['package.json', 'README.md', 'LICENSE', 'dist/extension.js', ...BUNDLED]) {
     if (!files.includes(required)) problems.push(`missing from the package: ${required}`);
 }
 for (const file of files) {
     if (/^(src|node_modules|scripts|out)\//.test(file) || file.endsWith('.ts') || file.endsWith('.map') || file.endsWith('.vsix')) {
         problems.push(`should not be packaged: ${file}`);
+    }
+    if (/\.(so|pyd|dylib)$|(^|\/)__pycache__\/|\.pyc$|^bundled\/libs\/bin\//.test(file)) {
+        problems.push(`should not be bundled (compiled, cached or a script for the build machine): ${file}`);
     }
 }
 
@@ -47,4 +56,5 @@ if (problems.length > 0) {
     console.error(problems.join('\n'));
     process.exit(1);
 }
-console.log(`package ok: ${files.join(', ')}`);
+const bundled = files.filter((f) => f.startsWith('bundled/'));
+console.log(`package ok: ${files.filter((f) => !f.startsWith('bundled/')).join(', ')}, and ${bundled.length} files of the bundled server`);

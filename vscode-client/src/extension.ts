@@ -2,24 +2,31 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ExtensionContext, LogOutputChannel, Uri, commands, window, workspace } from 'vscode';
+import { ExtensionContext, LogOutputChannel, Uri, WorkspaceFolder, commands, window, workspace } from 'vscode';
 import { LanguageClient, State } from 'vscode-languageclient/node';
 import { SERVER_NAME } from './common/constants';
 import { renderEstimateMarkdown } from './common/estimateReport';
 import { activeInterpreter, onDidChangeInterpreter } from './common/python';
-import { createClient, installHint, probeServer, run, sendConfiguration } from './common/server';
-import { ServerCommand, classifyChange, estimateArgs, resolveServerCommand, settingsWarnings } from './common/serverOptions';
+import { createClient, discoverPython, installHint, probeServer, run, sendConfiguration } from './common/server';
+import { IMPORT_STRATEGY_ENV, ServerCommand, classifyChange, estimateArgs, needsDiscovery, resolveServerCommand, settingsWarnings } from './common/serverOptions';
 import { getExtensionSettings, primaryWorkspaceFolder, variableContext } from './common/settings';
 
 let client: LanguageClient | undefined;
 let output: LogOutputChannel;
 let queue: Promise<void> = Promise.resolve();
+/** bundled/tool/launch.py inside the installed extension: runs the bundled (or the environment's) torch-preflight. */
+let launcher: string;
 
-async function serverCommand(): Promise<ServerCommand> {
+/** The command for `resource`'s settings; a Python is searched for only when no setting names one. */
+async function commandFor(resource: Uri | undefined, folder: WorkspaceFolder | undefined): Promise<ServerCommand> {
+    const settings = getExtensionSettings(resource ?? folder);
+    const discovered = needsDiscovery(settings) ? await discoverPython(await activeInterpreter(resource ?? folder?.uri)) : undefined;
+    return resolveServerCommand(settings, variableContext(folder), launcher, discovered);
+}
+
+function serverCommand(): Promise<ServerCommand> {
     const folder = primaryWorkspaceFolder();
-    const settings = getExtensionSettings(folder);
-    const fromPython = settings.path.length === 0 && settings.interpreter.length === 0 ? await activeInterpreter(folder?.uri) : undefined;
-    return resolveServerCommand(settings, variableContext(folder), fromPython);
+    return commandFor(undefined, folder);
 }
 
 async function stopServer(): Promise<void> {
@@ -39,7 +46,8 @@ async function startServer(): Promise<void> {
     await stopServer();
     const cmd = await serverCommand();
     const cwd = primaryWorkspaceFolder()?.uri.fsPath;
-    output.info(`Starting the server (${cmd.source}): ${[cmd.command, ...cmd.prefix, 'server'].join(' ')}`);
+    const strategy = cmd.env?.[IMPORT_STRATEGY_ENV];
+    output.info(`Starting the server (${cmd.source}${strategy ? `, ${strategy}` : ''}): ${[cmd.command, ...cmd.prefix, 'server'].join(' ')}`);
     for (const warning of settingsWarnings(getExtensionSettings(primaryWorkspaceFolder()))) {
         void window.showWarningMessage(warning);
     }
@@ -91,10 +99,10 @@ async function showEstimate(context: ExtensionContext): Promise<void> {
     }
     const folder = workspace.getWorkspaceFolder(doc.uri) ?? primaryWorkspaceFolder();
     const settings = getExtensionSettings(doc.uri);
-    const cmd = resolveServerCommand(settings, variableContext(folder), settings.path.length === 0 && settings.interpreter.length === 0 ? await activeInterpreter(doc.uri) : undefined);
+    const cmd = await commandFor(doc.uri, folder);
     const args = estimateArgs(cmd, file, settings);
     output.info(`Running ${[cmd.command, ...args].join(' ')}`);
-    const result = await run(cmd.command, args, folder?.uri.fsPath, 120_000);
+    const result = await run(cmd.command, args, folder?.uri.fsPath, 120_000, cmd.env);
     let data: unknown;
     try {
         data = JSON.parse(result.stdout);
@@ -113,6 +121,7 @@ async function showEstimate(context: ExtensionContext): Promise<void> {
 
 export async function activate(context: ExtensionContext): Promise<void> {
     output = window.createOutputChannel(SERVER_NAME, { log: true });
+    launcher = context.asAbsolutePath(path.join('bundled', 'tool', 'launch.py'));
     context.subscriptions.push(
         output,
         commands.registerCommand('torch-preflight.restart', () => restart()),
@@ -132,7 +141,7 @@ export async function activate(context: ExtensionContext): Promise<void> {
     );
     const interpreterWatch = await onDidChangeInterpreter(() => {
         const settings = getExtensionSettings(primaryWorkspaceFolder());
-        if (classifyChange(() => false, settings.path.length === 0 && settings.interpreter.length === 0) === 'restart') {
+        if (classifyChange(() => false, needsDiscovery(settings)) === 'restart') {
             void restart();
         }
     });

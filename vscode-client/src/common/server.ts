@@ -10,7 +10,7 @@ import {
     TransportKind,
 } from 'vscode-languageclient/node';
 import { CONFIG_SECTIONS, SERVER_ID, SERVER_NAME } from './constants';
-import { ServerCommand, installHint, serverArgs, toServerSettings } from './serverOptions';
+import { DiscoveredPython, PYTHON_VERSION_CHECK, ServerCommand, installHint, pythonCandidates, serverArgs, toServerSettings } from './serverOptions';
 import { getExtensionSettings } from './settings';
 
 export const DOCUMENT_SELECTOR = [
@@ -26,9 +26,10 @@ export interface ProcessResult {
     error?: NodeJS.ErrnoException;
 }
 
-export function run(command: string, args: string[], cwd: string | undefined, timeoutMs: number): Promise<ProcessResult> {
+export function run(command: string, args: string[], cwd: string | undefined, timeoutMs: number, env?: Record<string, string>): Promise<ProcessResult> {
     return new Promise((resolve) => {
-        execFile(command, args, { cwd, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024, windowsHide: true }, (error, stdout, stderr) => {
+        const options = { cwd, timeout: timeoutMs, maxBuffer: 32 * 1024 * 1024, windowsHide: true, env: { ...process.env, ...env } };
+        execFile(command, args, options, (error, stdout, stderr) => {
             const err = error as (NodeJS.ErrnoException & { code?: number | string }) | null;
             const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
             resolve({ code, stdout: String(stdout), stderr: String(stderr), error: err ?? undefined });
@@ -38,7 +39,7 @@ export function run(command: string, args: string[], cwd: string | undefined, ti
 
 /** Checks that `<cmd> server --help` runs; returns undefined, or the reason it does not. */
 export async function probeServer(cmd: ServerCommand, cwd?: string): Promise<string | undefined> {
-    const result = await run(cmd.command, [...serverArgs(cmd), '--help'], cwd, 30_000);
+    const result = await run(cmd.command, [...serverArgs(cmd), '--help'], cwd, 30_000, cmd.env);
     if (result.code === 0) {
         return undefined;
     }
@@ -49,11 +50,29 @@ export async function probeServer(cmd: ServerCommand, cwd?: string): Promise<str
     return lastLine || result.error?.message || `exit code ${String(result.code)}`;
 }
 
+/**
+ * The first Python >= 3.11 among the Python extension's active interpreter (when given) and the
+ * usual names on PATH; undefined when there is none.
+ */
+export async function discoverPython(fromExtension: string[] | undefined): Promise<DiscoveredPython | undefined> {
+    const candidates: DiscoveredPython[] = [
+        ...(fromExtension && fromExtension.length > 0 ? [{ argv: fromExtension, source: 'python-extension' as const }] : []),
+        ...pythonCandidates(process.platform).map((argv) => ({ argv, source: 'found' as const })),
+    ];
+    for (const candidate of candidates) {
+        const result = await run(candidate.argv[0], [...candidate.argv.slice(1), '-c', PYTHON_VERSION_CHECK], undefined, 10_000);
+        if (result.code === 0) {
+            return candidate;
+        }
+    }
+    return undefined;
+}
+
 export function createClient(cmd: ServerCommand, cwd: string | undefined, output: LogOutputChannel): LanguageClient {
     const serverOptions: ServerOptions = {
         command: cmd.command,
         args: serverArgs(cmd),
-        options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1' } },
+        options: { cwd, env: { ...process.env, PYTHONUNBUFFERED: '1', ...cmd.env } },
         transport: TransportKind.stdio,
     };
     const clientOptions: LanguageClientOptions = {

@@ -1,12 +1,24 @@
 // Pure logic: extension settings -> how to start the server and what settings to send it.
 // No `vscode` import here, so the unit tests run under plain Node (src/test/*.test.ts).
 
+/**
+ * Which torch-preflight the launcher imports: the copy bundled in the .vsix first (`useBundled`),
+ * or the interpreter's own installation first, the bundle as the fallback (`fromEnvironment`).
+ */
+export type ImportStrategy = 'useBundled' | 'fromEnvironment';
+export const IMPORT_STRATEGIES: readonly ImportStrategy[] = ['useBundled', 'fromEnvironment'];
+/** The environment variable bundled/tool/launch.py reads the strategy from. */
+export const IMPORT_STRATEGY_ENV = 'TORCH_PREFLIGHT_IMPORT_STRATEGY';
+/** Exits 0 on a Python that can run the bundled server. */
+export const PYTHON_VERSION_CHECK = 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)';
+
 /** The `torchPreflight.*` settings of one workspace folder, as read from VS Code. */
 export interface ExtensionSettings {
-    /** Python interpreter (plus arguments) that has torch-preflight installed. */
+    /** Python interpreter (plus arguments) that runs the server. */
     interpreter: string[];
     /** The torch-preflight executable (plus arguments); `server` is appended. */
     path: string[];
+    importStrategy: ImportStrategy;
     select: string[];
     ignore: string[];
     /** e.g. "24GiB"; null or "" when unset. */
@@ -25,13 +37,22 @@ export interface ServerSettings {
     inlayHints: { enabled: boolean };
 }
 
-export type CommandSource = 'path' | 'interpreter' | 'python-extension' | 'PATH';
+/** Who chose the command: a setting, the Python extension, a search of PATH, or nobody. */
+export type CommandSource = 'path' | 'interpreter' | 'python-extension' | 'found' | 'PATH' | 'none';
 
 export interface ServerCommand {
     command: string;
-    /** Arguments before the subcommand (`-m torch_preflight` for an interpreter). */
+    /** Arguments before the subcommand (the launcher script for an interpreter). */
     prefix: string[];
     source: CommandSource;
+    /** Extra environment variables for the process. */
+    env?: Record<string, string>;
+}
+
+/** A Python found without a setting: the Python extension's active one, or one on PATH. */
+export interface DiscoveredPython {
+    argv: string[];
+    source: 'python-extension' | 'found';
 }
 
 export interface VariableContext {
@@ -43,6 +64,7 @@ export interface VariableContext {
 export const DEFAULT_SETTINGS: ExtensionSettings = {
     interpreter: [],
     path: [],
+    importStrategy: 'useBundled',
     select: [],
     ignore: [],
     gpuMemory: null,
@@ -92,29 +114,50 @@ export function isMemorySize(value: string): boolean {
     return SIZE_RE.test(value);
 }
 
+export function importStrategy(value: unknown): ImportStrategy {
+    return IMPORT_STRATEGIES.includes(value as ImportStrategy) ? (value as ImportStrategy) : 'useBundled';
+}
+
+/** Interpreters to try, in order, when no setting names one (each must pass PYTHON_VERSION_CHECK). */
+export function pythonCandidates(platform: string): string[][] {
+    if (platform === 'win32') {
+        return [['py', '-3'], ['python'], ['py', '-3.13'], ['py', '-3.12'], ['py', '-3.11']];
+    }
+    return [['python3'], ['python'], ['python3.14'], ['python3.13'], ['python3.12'], ['python3.11']];
+}
+
+/** True when no setting names the interpreter or the executable, so one must be discovered. */
+export function needsDiscovery(settings: Pick<ExtensionSettings, 'interpreter' | 'path'>): boolean {
+    return cleanList(settings.path).length === 0 && cleanList(settings.interpreter).length === 0;
+}
+
 /**
- * How to start the server, in order of precedence:
- * `torchPreflight.path`, `torchPreflight.interpreter`, the Python extension's active interpreter,
- * then `torch-preflight` on PATH.
+ * How to start the server, in order of precedence: `torchPreflight.path` (an executable), else an
+ * interpreter (`torchPreflight.interpreter`, or the discovered one) running the bundled launcher
+ * `launcher` with the import strategy; with none, `fromEnvironment` falls back to
+ * `torch-preflight` on PATH, `useBundled` has nothing to run (source 'none').
  */
 export function resolveServerCommand(
-    settings: Pick<ExtensionSettings, 'interpreter' | 'path'>,
+    settings: Pick<ExtensionSettings, 'interpreter' | 'path' | 'importStrategy'>,
     ctx: VariableContext,
-    pythonExtensionInterpreter?: string[],
+    launcher: string,
+    discovered?: DiscoveredPython,
 ): ServerCommand {
     const path = cleanList(settings.path).map((p) => resolveVariables(p, ctx));
     if (path.length > 0) {
         return { command: path[0], prefix: path.slice(1), source: 'path' };
     }
+    const strategy = importStrategy(settings.importStrategy);
+    const env = { [IMPORT_STRATEGY_ENV]: strategy };
     const interpreter = cleanList(settings.interpreter).map((p) => resolveVariables(p, ctx));
-    if (interpreter.length > 0) {
-        return { command: interpreter[0], prefix: [...interpreter.slice(1), '-m', 'torch_preflight'], source: 'interpreter' };
+    const python = interpreter.length > 0 ? { argv: interpreter, source: 'interpreter' as const } : discovered;
+    if (python && python.argv.length > 0) {
+        return { command: python.argv[0], prefix: [...python.argv.slice(1), launcher], source: python.source, env };
     }
-    const fromExtension = cleanList(pythonExtensionInterpreter);
-    if (fromExtension.length > 0) {
-        return { command: fromExtension[0], prefix: [...fromExtension.slice(1), '-m', 'torch_preflight'], source: 'python-extension' };
+    if (strategy === 'fromEnvironment') {
+        return { command: 'torch-preflight', prefix: [], source: 'PATH' };
     }
-    return { command: 'torch-preflight', prefix: [], source: 'PATH' };
+    return { command: 'python3', prefix: [launcher], source: 'none', env };
 }
 
 /** The argument vector that starts the language server over stdio. */
@@ -172,7 +215,7 @@ export function settingsWarnings(settings: ExtensionSettings): string[] {
 }
 
 /** Keys whose change needs a new server process; others are sent with didChangeConfiguration. */
-export const RESTART_KEYS = ['interpreter', 'path'] as const;
+export const RESTART_KEYS = ['interpreter', 'path', 'importStrategy'] as const;
 /** Keys the server re-reads on didChangeConfiguration. */
 export const LIVE_KEYS = ['select', 'ignore', 'gpuMemory', 'gpu', 'inlayHints.enabled'] as const;
 
@@ -199,7 +242,9 @@ export function installHint(cmd: ServerCommand, reason: string): string {
         cmd.source === 'path'
             ? `Check torchPreflight.path ("${cmd.command}").`
             : cmd.source === 'PATH'
-              ? 'No interpreter is configured and `torch-preflight` is not on PATH. Set torchPreflight.interpreter to a Python that has it, or torchPreflight.path to the executable.'
-              : `Install it into that interpreter: "${cmd.command}" -m pip install torch-preflight, or set torchPreflight.interpreter / torchPreflight.path.`;
+              ? 'No Python interpreter was found and `torch-preflight` is not on PATH. Install Python 3.11 or newer, or set torchPreflight.interpreter, or torchPreflight.path to the executable.'
+              : cmd.source === 'none'
+                ? 'No Python 3.11 or newer was found on PATH (the bundled server needs one). Install one, or set torchPreflight.interpreter to its path.'
+                : `The server needs Python 3.11 or newer: check that "${cmd.command}" is one, or set torchPreflight.interpreter to another.`;
     return `torch-preflight: cannot start the language server with "${[cmd.command, ...serverArgs(cmd)].join(' ')}" (${reason}). ${how}`;
 }

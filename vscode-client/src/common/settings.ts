@@ -2,13 +2,14 @@
 import * as os from 'node:os';
 import { ConfigurationScope, Uri, WorkspaceFolder, workspace } from 'vscode';
 import { CONFIG_SECTION } from './constants';
-import { DEFAULT_SETTINGS, ExtensionSettings, VariableContext } from './serverOptions';
+import { DEFAULT_SETTINGS, ExtensionSettings, VariableContext, importStrategy } from './serverOptions';
 
 export function getExtensionSettings(scope?: ConfigurationScope): ExtensionSettings {
     const config = workspace.getConfiguration(CONFIG_SECTION, scope);
     return {
         interpreter: config.get<string[]>('interpreter', DEFAULT_SETTINGS.interpreter),
         path: config.get<string[]>('path', DEFAULT_SETTINGS.path),
+        importStrategy: importStrategy(config.get<string>('importStrategy', DEFAULT_SETTINGS.importStrategy)),
         select: config.get<string[]>('select', DEFAULT_SETTINGS.select),
         ignore: config.get<string[]>('ignore', DEFAULT_SETTINGS.ignore),
         gpuMemory: config.get<string | null>('gpuMemory', DEFAULT_SETTINGS.gpuMemory),

@@ -3,9 +3,13 @@ import { describe, it } from 'node:test';
 import {
     DEFAULT_SETTINGS,
     ExtensionSettings,
+    ImportStrategy,
     classifyChange,
+    importStrategy,
     estimateArgs,
     installHint,
+    needsDiscovery,
+    pythonCandidates,
     resolveServerCommand,
     resolveVariables,
     serverArgs,
@@ -16,36 +20,68 @@ import {
 const ctx = { workspaceFolder: '/ws', userHome: '/home/me', env: { VENV: '/opt/venv' } };
 const settings = (over: Partial<ExtensionSettings> = {}): ExtensionSettings => ({ ...DEFAULT_SETTINGS, ...over });
 
+const LAUNCHER = '/ext/bundled/tool/launch.py';
+const BUNDLED = { TORCH_PREFLIGHT_IMPORT_STRATEGY: 'useBundled' };
+
 describe('resolveServerCommand', () => {
-    it('runs the configured interpreter with -m torch_preflight server', () => {
-        const cmd = resolveServerCommand(settings({ interpreter: ['${workspaceFolder}/.venv/bin/python'] }), ctx);
-        assert.deepEqual(cmd, { command: '/ws/.venv/bin/python', prefix: ['-m', 'torch_preflight'], source: 'interpreter' });
-        assert.deepEqual(serverArgs(cmd), ['-m', 'torch_preflight', 'server']);
+    it('runs the bundled launcher with the configured interpreter', () => {
+        const cmd = resolveServerCommand(settings({ interpreter: ['${workspaceFolder}/.venv/bin/python'] }), ctx, LAUNCHER);
+        assert.deepEqual(cmd, { command: '/ws/.venv/bin/python', prefix: [LAUNCHER], source: 'interpreter', env: BUNDLED });
+        assert.deepEqual(serverArgs(cmd), [LAUNCHER, 'server']);
     });
 
-    it('keeps interpreter arguments before -m', () => {
-        const cmd = resolveServerCommand(settings({ interpreter: ['/usr/bin/python3', '-X', 'utf8'] }), ctx);
-        assert.deepEqual(serverArgs(cmd), ['-X', 'utf8', '-m', 'torch_preflight', 'server']);
+    it('keeps interpreter arguments before the launcher', () => {
+        const cmd = resolveServerCommand(settings({ interpreter: ['/usr/bin/python3', '-X', 'utf8'] }), ctx, LAUNCHER);
+        assert.deepEqual(serverArgs(cmd), ['-X', 'utf8', LAUNCHER, 'server']);
+    });
+
+    it('passes fromEnvironment to the launcher, and an unknown strategy reads as useBundled', () => {
+        const env = resolveServerCommand(settings({ interpreter: ['/py'], importStrategy: 'fromEnvironment' }), ctx, LAUNCHER);
+        assert.deepEqual(env.env, { TORCH_PREFLIGHT_IMPORT_STRATEGY: 'fromEnvironment' });
+        const odd = resolveServerCommand(settings({ interpreter: ['/py'], importStrategy: 'bogus' as ImportStrategy }), ctx, LAUNCHER);
+        assert.deepEqual(odd.env, BUNDLED);
+        assert.equal(importStrategy(undefined), 'useBundled');
     });
 
     it('prefers torchPreflight.path over the interpreter and appends server', () => {
-        const cmd = resolveServerCommand(settings({ path: ['~/bin/torch-preflight'], interpreter: ['/usr/bin/python3'] }), ctx, ['/py/ext']);
-        assert.equal(cmd.source, 'path');
-        assert.equal(cmd.command, '/home/me/bin/torch-preflight');
+        const found = { argv: ['/py/ext'], source: 'python-extension' as const };
+        const cmd = resolveServerCommand(settings({ path: ['~/bin/torch-preflight'], interpreter: ['/usr/bin/python3'] }), ctx, LAUNCHER, found);
+        assert.deepEqual(cmd, { command: '/home/me/bin/torch-preflight', prefix: [], source: 'path' });
         assert.deepEqual(serverArgs(cmd), ['server']);
     });
 
-    it("falls back to the Python extension's interpreter, then to torch-preflight on PATH", () => {
-        const fromExt = resolveServerCommand(settings(), ctx, ['/py/ext/bin/python']);
-        assert.deepEqual(fromExt, { command: '/py/ext/bin/python', prefix: ['-m', 'torch_preflight'], source: 'python-extension' });
-        const onPath = resolveServerCommand(settings({ interpreter: ['  '] }), ctx, undefined);
-        assert.deepEqual(onPath, { command: 'torch-preflight', prefix: [], source: 'PATH' });
-        assert.deepEqual(serverArgs(onPath), ['server']);
+    it('uses a discovered Python when no setting names one', () => {
+        const fromExt = resolveServerCommand(settings(), ctx, LAUNCHER, { argv: ['/py/ext/bin/python'], source: 'python-extension' });
+        assert.deepEqual(fromExt, { command: '/py/ext/bin/python', prefix: [LAUNCHER], source: 'python-extension', env: BUNDLED });
+        const found = resolveServerCommand(settings({ interpreter: ['  '] }), ctx, LAUNCHER, { argv: ['py', '-3'], source: 'found' });
+        assert.deepEqual(serverArgs(found), ['-3', LAUNCHER, 'server']);
+        assert.equal(found.source, 'found');
     });
 
-    it('an explicit interpreter wins over the Python extension', () => {
-        const cmd = resolveServerCommand(settings({ interpreter: ['/mine/python'] }), ctx, ['/py/ext/bin/python']);
+    it('an explicit interpreter wins over a discovered one', () => {
+        const cmd = resolveServerCommand(settings({ interpreter: ['/mine/python'] }), ctx, LAUNCHER, { argv: ['/py/ext/bin/python'], source: 'python-extension' });
         assert.equal(cmd.command, '/mine/python');
+    });
+
+    it('without any Python: torch-preflight on PATH for fromEnvironment, nothing to run for useBundled', () => {
+        const onPath = resolveServerCommand(settings({ importStrategy: 'fromEnvironment' }), ctx, LAUNCHER);
+        assert.deepEqual(onPath, { command: 'torch-preflight', prefix: [], source: 'PATH' });
+        const none = resolveServerCommand(settings(), ctx, LAUNCHER);
+        assert.equal(none.source, 'none');
+        assert.match(installHint(none, 'exit code 1'), /No Python 3\.11 or newer was found/);
+    });
+
+    it('searches only when no setting names the interpreter or the executable', () => {
+        assert.equal(needsDiscovery(settings()), true);
+        assert.equal(needsDiscovery(settings({ interpreter: [' '] })), true);
+        assert.equal(needsDiscovery(settings({ interpreter: ['/py'] })), false);
+        assert.equal(needsDiscovery(settings({ path: ['/bin/torch-preflight'] })), false);
+    });
+
+    it('lists versioned interpreters, and the py launcher on Windows', () => {
+        assert.deepEqual(pythonCandidates('linux')[0], ['python3']);
+        assert.ok(pythonCandidates('darwin').some((argv) => argv[0] === 'python3.11'));
+        assert.deepEqual(pythonCandidates('win32')[0], ['py', '-3']);
     });
 });
 
@@ -112,24 +148,24 @@ describe('classifyChange', () => {
 
 describe('estimateArgs', () => {
     it('builds the estimate command line with the budget', () => {
-        const cmd = resolveServerCommand(settings({ interpreter: ['/py'] }), ctx);
+        const cmd = resolveServerCommand(settings({ interpreter: ['/py'] }), ctx, LAUNCHER);
         assert.deepEqual(estimateArgs(cmd, '/ws/train.py', settings({ gpuMemory: '24GiB', gpu: 'a100-80gb' })), [
-            '-m', 'torch_preflight', 'estimate', '/ws/train.py', '--format', 'json', '--gpu-memory', '24GiB',
+            LAUNCHER, 'estimate', '/ws/train.py', '--format', 'json', '--gpu-memory', '24GiB',
         ]);
-        const exe = resolveServerCommand(settings({ path: ['/bin/tp'] }), ctx);
+        const exe = resolveServerCommand(settings({ path: ['/bin/tp'] }), ctx, LAUNCHER);
         assert.deepEqual(estimateArgs(exe, 'a.py', settings({ gpu: 'h100-80gb' })), ['estimate', 'a.py', '--format', 'json', '--gpu', 'h100-80gb']);
     });
 });
 
 describe('installHint', () => {
-    it('says how to install into the interpreter', () => {
-        const cmd = resolveServerCommand(settings({ interpreter: ['/py'] }), ctx);
-        const hint = installHint(cmd, 'No module named torch_preflight');
-        assert.match(hint, /"\/py" -m pip install torch-preflight/);
-        assert.match(hint, /No module named torch_preflight/);
+    it('asks for a Python 3.11 or newer, naming the interpreter and the reason', () => {
+        const cmd = resolveServerCommand(settings({ interpreter: ['/py'] }), ctx, LAUNCHER);
+        const hint = installHint(cmd, 'torch-preflight needs Python >= 3.11');
+        assert.match(hint, /"\/py" is one/);
+        assert.match(hint, /torch-preflight needs Python >= 3\.11/);
     });
-    it('explains PATH and settings when nothing is configured', () => {
-        const hint = installHint(resolveServerCommand(settings(), ctx), 'not found');
+    it('explains PATH and settings when nothing is found in fromEnvironment mode', () => {
+        const hint = installHint(resolveServerCommand(settings({ importStrategy: 'fromEnvironment' }), ctx, LAUNCHER), 'not found');
         assert.match(hint, /torchPreflight\.interpreter/);
         assert.match(hint, /torchPreflight\.path/);
     });
