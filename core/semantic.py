@@ -422,8 +422,10 @@ class ModuleModel:
             self.__dict__["_tpf_local"] = previous
 
     def kind_of(self, name: str | None, scope: str, _depth: int = 0) -> Kind:
-        """What `name` holds at `scope`: from its assignments, else from its spelling (memoised:
-        rules ask the same names many times, and each answer follows chains of assignments)."""
+        """What `name` holds at `scope`: from its assignments, else from its spelling.
+        Memoised per model (with the depth, which bounds the search, and whether other files may
+        be read, see `local_kinds`): a chain of expressions that read many names asks about the
+        same names again and again."""
         if not name or _depth > 6:
             return Kind.UNKNOWN
         memo: dict[tuple[str, str, int, bool], Kind] = self.__dict__.setdefault("_tpf_kinds", {})

@@ -14,7 +14,7 @@ from torch_preflight.core.training import TrainingModel
 from torch_preflight.analyze import analyze
 
 PRELUDE = (
-    "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\ncriterion = nn.CrossEntropyLoss()\n"
+    "import torch\nimport torch.nn as nn\nmodel = nn.Sequential(nn.Linear(4, 2), nn.Dropout(0.1))\ncriterion = nn.CrossEntropyLoss()\n"
     "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nloader = []\n"
 )
 

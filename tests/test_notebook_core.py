@@ -456,7 +456,7 @@ def test_uncertain_regions_are_the_outermost_loops_and_functions_that_lost_a_sta
 
 
 EVAL_IN_EPOCH = [
-    ("code", "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", None),
+    ("code", "import torch\nmodel = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1))\nopt = torch.optim.SGD(model.parameters(), lr=0.1)", None),
     ("markdown", "## train", None),
     ("code", "def train_one_epoch(model, loader):\n    for x, y in loader:\n        opt.zero_grad()\n"
              "        model(x).sum().backward()\n        opt.step()", None),

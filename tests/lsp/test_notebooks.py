@@ -105,7 +105,7 @@ async def test_diagnostics_per_cell_and_cross_cell(client: LanguageClient) -> No
 
 EPOCHS = [
     (0, "markdown", "# Exercise"),
-    (1, "python", "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)"),
+    (1, "python", "import torch\nmodel = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.1))\nopt = torch.optim.SGD(model.parameters(), lr=0.1)"),
     (2, "python", "def train_one_epoch(model, loader):\n    for x, y in loader:\n        opt.zero_grad()\n"
                   "        model(x).sum().backward()\n        opt.step()"),
     (3, "python", "for epoch in range(3):\n    train_one_epoch(model, loader)\n    model.eval()\n    with torch.no_grad():\n"
