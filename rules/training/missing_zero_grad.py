@@ -52,6 +52,7 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
+from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
@@ -133,12 +134,15 @@ def _partly_cleared(training: TrainingModel, where: Span, scope: str, steps: tup
             backward = next((b for b in events if b.kind is EventKind.BACKWARD and feeds(training, events, b, step)), None)
             anchor = backward if backward is not None else step
             others = ", ".join(f"`{training.model.source.slice(c.span)}`" for c in clears[:2])
+            forward = next((e for e in events if training.is_forward(e) and any(tail(m) == tail(training.forward_target(e)) for m in owned)), None)
+            before = [Related(forward.span, "clear its gradients before this forward")] if forward is not None else []
             yield report(
                 META,
                 anchor.span,
                 f"`{optimizer}` steps the parameters of {', '.join(f'`{m}`' for m in sorted(owned))} but nothing in the iteration "
                 f"clears them ({others} clears other modules), so they accumulate across iterations",
-                related=[Related(step.span, "optimizer step"), Related(where, "training iteration"), *(Related(c.span, "clears other parameters") for c in clears[:2])],
+                related=[Related(step.span, "optimizer step"), *before, Related(where, "training iteration"),
+                         *(Related(c.span, "clears other parameters") for c in clears[:2])],
                 data={"optimizer": optimizer},
             )
             continue
