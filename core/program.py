@@ -220,14 +220,15 @@ def decorator_disables_grad(program: Program, model: ModuleModel, decorator: str
     local = model.resolve_function(decorator, "")
     if local:
         target: tuple[ModuleModel, str] | None = (model, local)
-    elif "." in decorator and not decorator.startswith("torch."):
+    elif "." in decorator and not decorator.startswith("torch.") and program.project.may_define_grad_decorator(model.path, decorator):
         target = program.project.resolve_function(model.path, decorator, used)
     else:
         target = None
     if target is None:
         return False
-    summary = program.summary(target[0], target[1], used)
-    return bool(summary and summary.grad_decorator)
+    other, qualname = target
+    fn = other.functions[qualname]  # its own text decides: no need to compose its callees' summaries
+    return not fn.owner and _applies_no_grad(other, other.source.slice(fn.span))
 
 
 def _applies_no_grad(model: ModuleModel, text: str) -> bool:
@@ -241,7 +242,7 @@ def _applies_no_grad(model: ModuleModel, text: str) -> bool:
 def return_kind(model: ModuleModel, qualname: str) -> Kind:
     """The kind every `return` of a function gives (UNKNOWN when they differ or none is known)."""
     memo: dict[tuple[str, bool], Kind] = model.__dict__.setdefault("_tpf_returns", {})
-    key = (qualname, model.__dict__.get("_tpf_local", False))  # see ModuleModel.local_kinds
+    key = (qualname, model.__dict__.get("_tpf_external", False))  # see ModuleModel.external_kinds
     if key in memo:
         return memo[key]
     memo[key] = Kind.UNKNOWN  # cycle guard

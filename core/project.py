@@ -109,6 +109,24 @@ class Project:
             return self.resolve_function(model.path, target, used)
         return None
 
+    def may_define_grad_decorator(self, importer: str, qualified: str) -> bool:
+        """A cheap look at the text before a decorator's module is parsed: False when the module
+        defines the function and never names no_grad / inference_mode (a re-export is looked at
+        no further here: resolution follows it)."""
+        module, _, name = qualified.rpartition(".")
+        path = self._find_on_disk(importer, module) if module else None
+        if path is None:
+            return False
+        text = self.overrides.get(path)
+        if text is None:
+            try:
+                text = _read(path, os.stat(path).st_size)
+            except OSError:
+                return False
+        if text is None:
+            return False
+        return f"def {name}" not in text or "no_grad" in text or "inference_mode" in text
+
     def _find_on_disk(self, importer: str, module: str) -> str | None:
         return self._walk_up(importer, module, with_src=True)[0]
 

@@ -411,25 +411,27 @@ class ModuleModel:
         self.__dict__.pop("_tpf_returns", None)
 
     @contextmanager
-    def local_kinds(self) -> Iterator[None]:
-        """Within this block `kind_of` answers from this file alone (cheap questions such as
-        "is this call worth following into another file?" must not read other files)."""
-        previous = self.__dict__.get("_tpf_local", False)
-        self.__dict__["_tpf_local"] = True
+    def external_kinds(self) -> Iterator[None]:
+        """Within this block `kind_of` may also ask what imported callees return (`external_kind`,
+        which reads other files of the project). Only the questions where that decides something
+        open it (is this an optimizer's step, a model's forward, a factory): every other question
+        is answered from this file alone and never reads another."""
+        previous = self.__dict__.get("_tpf_external", False)
+        self.__dict__["_tpf_external"] = True
         try:
             yield
         finally:
-            self.__dict__["_tpf_local"] = previous
+            self.__dict__["_tpf_external"] = previous
 
     def kind_of(self, name: str | None, scope: str, _depth: int = 0) -> Kind:
         """What `name` holds at `scope`: from its assignments, else from its spelling.
         Memoised per model (with the depth, which bounds the search, and whether other files may
-        be read, see `local_kinds`): a chain of expressions that read many names asks about the
+        be read, see `external_kinds`): a chain of expressions that read many names asks about the
         same names again and again."""
         if not name or _depth > 6:
             return Kind.UNKNOWN
         memo: dict[tuple[str, str, int, bool], Kind] = self.__dict__.setdefault("_tpf_kinds", {})
-        key = (name, scope, _depth, self.__dict__.get("_tpf_local", False))
+        key = (name, scope, _depth, self.__dict__.get("_tpf_external", False))
         found = memo.get(key)
         if found is None:
             found = memo[key] = self._kind_of(name, scope, _depth)
@@ -537,7 +539,7 @@ class ModuleModel:
             kind = return_kind(self, local)
             if kind is not Kind.UNKNOWN:
                 return kind
-        elif self.external_kind is not None and imported and not self.__dict__.get("_tpf_local", False):
+        elif self.external_kind is not None and imported and self.__dict__.get("_tpf_external", False):
             kind = self.external_kind(callee)
             if kind is not None:
                 return kind

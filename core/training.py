@@ -298,11 +298,10 @@ class TrainingModel:
             return False  # reached through an import, not a local binding
         if call.loops and len(self._stack) == 1:
             return True  # beyond the analysed file, only calls handed a model or an optimizer are followed
-        with self.model.local_kinds():
-            return any(
-                arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER)
-                for arg in (*call.args, *(v for _, v in call.keywords))
-            )
+        return any(
+            arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER)
+            for arg in (*call.args, *(v for _, v in call.keywords))
+        )
 
     def _load_foreign(self, qualified: str) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
         assert self.project is not None
@@ -378,7 +377,8 @@ class TrainingModel:
         """The optimizer an event steps, or None when it is not an optimizer step."""
         if event.kind is not EventKind.STEP or not event.receiver:
             return None
-        receiver_kind = self.model.kind_of(event.receiver, event.function)
+        with self.model.external_kinds():  # `opt = make_opt(model)` with make_opt in utils.py
+            receiver_kind = self.model.kind_of(event.receiver, event.function)
         if receiver_kind is Kind.SCALER:
             return event.args[0].base if event.args and event.args[0].base else None
         if receiver_kind is Kind.OPTIMIZER:
@@ -458,8 +458,9 @@ class TrainingModel:
             return False  # constructing, not running
         if self.model.resolve_function(name, function) or self._is_imported_callable(name):
             return False  # a function of this file or an imported function (`save_fsdp_model(...)`)
-        if self.model.kind_of(name, function) is not Kind.MODEL:
-            return False
+        with self.model.external_kinds():  # `net = build_net(cfg)` with build_net in models.py
+            if self.model.kind_of(name, function) is not Kind.MODEL:
+                return False
         if not self.model.assignments(name, function) and _FUNCTION_SPELLING.match(tail(name)):
             return False  # only the spelling says "model", and it reads as a function (`convert_model`)
         return True
@@ -515,7 +516,8 @@ class TrainingModel:
                 if event.receiver
                 else Value(event.name, event.span, callee=event.name)
             )
-            built = self.model.kind_of_value(value, event.function, 1)
+            with self.model.external_kinds():
+                built = self.model.kind_of_value(value, event.function, 1)
             if built in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.MODEL, Kind.LOADER, Kind.SCALER):
                 return True  # a factory: it builds, it does not train
         summary = self.summary(event)
