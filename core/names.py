@@ -26,11 +26,17 @@ def dotted(node: ast.AST | None) -> str | None:
     return None
 
 
+# The conventional spellings of torch in snippets and notebook cells that never import it:
+# `nn.Linear`, `F.relu`, `torch.zeros` read as torch's when the file binds no such name.
+CONVENTIONAL = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
 class ImportMap:
     """Local alias -> qualified name, for one module (imports at any depth count)."""
 
     def __init__(self, aliases: dict[str, str] | None = None) -> None:
         self.aliases: dict[str, str] = dict(aliases or {})
+        self.stars: list[str] = []  # modules imported with `from m import *`
 
     @classmethod
     def from_tree(cls, tree: ast.AST, module_name: str = "") -> ImportMap:
@@ -57,6 +63,8 @@ class ImportMap:
     def add_from(self, module: str, names: Iterable[ast.alias]) -> None:
         for alias in names:
             if alias.name == "*":
+                if module and module not in self.stars:
+                    self.stars.append(module)
                 continue
             self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
 
@@ -67,8 +75,14 @@ class ImportMap:
         head, _, rest = name.partition(".")
         target = self.aliases.get(head)
         if target is None:
-            return name
+            target = CONVENTIONAL.get(head) if rest and self.conventional(head) else None
+            return f"{target}.{rest}" if target else name
         return f"{target}.{rest}" if rest else target
+
+    def conventional(self, head: str) -> bool:
+        """`head` is `torch`, `nn` or `F`, which no import of the file binds: an attribute of it
+        (`nn.Linear`) means torch's (snippets and notebook cells often skip the imports)."""
+        return head in CONVENTIONAL and head not in self.aliases
 
     def is_imported(self, name: str) -> bool:
         return name.partition(".")[0] in self.aliases

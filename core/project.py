@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch_preflight.core.parse import parse
+from torch_preflight.core.program import FunctionSummary, Program, decorator_disables_grad
 from torch_preflight.core.semantic import ClassInfo, ModuleModel, build
 from torch_preflight.core.source import SourceText
 
@@ -50,6 +51,14 @@ class Project:
     overrides: dict[str, str] = field(default_factory=dict)  # path -> unsaved editor text
     _models: dict[tuple[str, int], ModuleModel | None] = field(default_factory=dict, repr=False)
     _jedi: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
+    _program: Program | None = field(default=None, repr=False)
+
+    @property
+    def program(self) -> Program:
+        """The function summaries of the project (core/program.py), shared by every analysis."""
+        if self._program is None:
+            self._program = Program(self)
+        return self._program
 
     def view(self) -> ProjectView:
         return ProjectView(self)
@@ -99,6 +108,24 @@ class Project:
         if target and target != qualified and "." in target and target.count(".") < 8:
             return self.resolve_function(model.path, target, used)
         return None
+
+    def may_define_grad_decorator(self, importer: str, qualified: str) -> bool:
+        """A cheap look at the text before a decorator's module is parsed: False when the module
+        defines the function and never names no_grad / inference_mode (a re-export is looked at
+        no further here: resolution follows it)."""
+        module, _, name = qualified.rpartition(".")
+        path = self._find_on_disk(importer, module) if module else None
+        if path is None:
+            return False
+        text = self.overrides.get(path)
+        if text is None:
+            try:
+                text = _read(path, os.stat(path).st_size)
+            except OSError:
+                return False
+        if text is None:
+            return False
+        return f"def {name}" not in text or "no_grad" in text or "inference_mode" in text
 
     def _find_on_disk(self, importer: str, module: str) -> str | None:
         return self._walk_up(importer, module, with_src=True)[0]
@@ -175,6 +202,18 @@ class ProjectView:
 
     def resolve_function(self, importer: str, qualified: str) -> tuple[ModuleModel, str] | None:
         return self.project.resolve_function(importer, qualified, self.used)
+
+    def summary(self, model: ModuleModel, qualname: str) -> FunctionSummary | None:
+        """The whole-program summary of a function of `model` (core/program.py)."""
+        return self.project.program.summary(model, qualname, self.used)
+
+    def resolve_call(self, model: ModuleModel, name: str, scope: str) -> tuple[ModuleModel, str] | None:
+        """The function a call of `name` in `scope` reaches, in this file or another module of the project."""
+        return self.project.program.resolve(model, name, scope, self.used)
+
+    def decorator_disables_grad(self, model: ModuleModel, decorator: str) -> bool:
+        """A decorator of the project (`@smart_inference_mode()`) that applies no_grad / inference_mode."""
+        return decorator_disables_grad(self.project.program, model, decorator, self.used)
 
 
 def _is_root(folder: Path) -> bool:

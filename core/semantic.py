@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -88,6 +90,10 @@ MODEL_NAME = re.compile(r"^(model|net|network|module|classifier|encoder|decoder|
 SCALER_NAME = re.compile(r"^\w*scaler$", re.I)
 LOSS_CALL = re.compile(r"(loss|cross_entropy|nll|mse|l1|kl_div|bce|hinge|margin|criterion|triplet|ctc)", re.I)
 OPTIMIZER_CLASS = re.compile(r"^(SGD|Adam|AdamW|Adamax|NAdam|RAdam|Adagrad|Adadelta|RMSprop|Rprop|LBFGS|SparseAdam|ASGD|Adafactor|Lion|LAMB|Lamb|AdamW8bit|Adam8bit|PagedAdamW\w*|FusedAdam|FusedLAMB|Muon|\w*Optimizer)$")
+# `loss.backward()`, `accelerator.backward(loss)`, `fabric.backward(loss)`, Lightning's `self.manual_backward(loss)`
+_BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+# Factories named for what they return, trusted only when the callee cannot be read (a tie-break).
+_FACTORY = re.compile(r"^_*(create|get|build|make|init|setup|configure|construct|prepare)_?(?P<what>optimi[sz]ers?|optim|lr_scheduler|scheduler|model|net|network)$", re.I)
 _WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_", "module"})
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_", "__float__"})
 _BUILTINS = frozenset(dir(builtins))
@@ -235,6 +241,9 @@ class ModuleModel:
     classes: dict[str, ClassInfo]
     loops: dict[int, Loop]
     tree: ast.Module | None = None  # the syntax tree, for analyses that need more than events (core/dataflow.py)
+    # What an imported callee returns, from the whole-program summaries (set by the training model when it
+    # has the project); None: unknown. Never part of the model's identity.
+    external_kind: Callable[[str], Kind | None] | None = field(default=None, compare=False, repr=False)
 
     # --- queries -----------------------------------------------------------------------
 
@@ -310,14 +319,44 @@ class ModuleModel:
                 cls = next((self.classes[b] for b in cls.bases if b in self.classes), None)
             return None
         if "." in name:
-            return None
+            return self._resolve_method(name, scope)
         current: str | None = scope
         while current:
             candidate = f"{current}.{name}"
             if candidate in self.functions:
                 return candidate
             current = self.functions[current].parent if current in self.functions else None
-        return name if name in self.functions else None
+        if name in self.functions:
+            return name
+        return self._resolve_partial(name, scope)
+
+    def _resolve_method(self, name: str, scope: str) -> str | None:
+        """`trainer.train_epoch` where `trainer = Trainer(...)` builds a class of this file (also
+        `self.trainer`): that class's method, following its bases in the file."""
+        head, _, method = name.rpartition(".")
+        if "." in method or not head or head in ("self", "super()") or self.imports.is_imported(head):
+            return None
+        assigned = self.assignments(head, scope)
+        classes = {e.value.callee for e in assigned if e.value is not None and len(e.targets) == 1}
+        if len(classes) != 1:
+            return None
+        cls = self.classes.get(next(iter(classes)) or "")
+        while cls is not None:
+            if method in cls.methods:
+                return cls.methods[method]
+            cls = next((self.classes[b] for b in cls.bases if b in self.classes), None)
+        return None
+
+    def _resolve_partial(self, name: str, scope: str) -> str | None:
+        """`step = functools.partial(train_step, model=model)`: calling `step` runs `train_step`."""
+        assigned = self.assignments(name, scope)
+        if len(assigned) != 1 or assigned[0].value is None or assigned[0].value.callee != "functools.partial":
+            return None
+        value = assigned[0].value
+        first = value.text[value.text.index("(") + 1 :].split(",")[0].strip() if "(" in value.text else ""
+        if not first or first == name or not first.replace(".", "").replace("_", "").isalnum():
+            return None
+        return self.resolve_function(first, scope)
 
     def enclosing_class(self, scope: str) -> ClassInfo | None:
         fn = self.functions.get(scope)
@@ -365,14 +404,34 @@ class ModuleModel:
             index[qualname] = found
         return found
 
+    def set_external_kind(self, oracle: Callable[[str], Kind | None] | None) -> None:
+        """Install what imported callees return (see `external_kind`); the kinds memoised so far are dropped."""
+        self.external_kind = oracle
+        self.__dict__.pop("_tpf_kinds", None)
+        self.__dict__.pop("_tpf_returns", None)
+
+    @contextmanager
+    def external_kinds(self) -> Iterator[None]:
+        """Within this block `kind_of` may also ask what imported callees return (`external_kind`,
+        which reads other files of the project). Only the questions where that decides something
+        open it (is this an optimizer's step, a model's forward, a factory): every other question
+        is answered from this file alone and never reads another."""
+        previous = self.__dict__.get("_tpf_external", False)
+        self.__dict__["_tpf_external"] = True
+        try:
+            yield
+        finally:
+            self.__dict__["_tpf_external"] = previous
+
     def kind_of(self, name: str | None, scope: str, _depth: int = 0) -> Kind:
         """What `name` holds at `scope`: from its assignments, else from its spelling.
-        Memoised per model (with the depth, which bounds the search): a chain of expressions
-        that read many names asks about the same names again and again."""
+        Memoised per model (with the depth, which bounds the search, and whether other files may
+        be read, see `external_kinds`): a chain of expressions that read many names asks about the
+        same names again and again."""
         if not name or _depth > 6:
             return Kind.UNKNOWN
-        memo = self.__dict__.setdefault("_kind_memo", {})
-        key = (name, scope, _depth)
+        memo: dict[tuple[str, str, int, bool], Kind] = self.__dict__.setdefault("_tpf_kinds", {})
+        key = (name, scope, _depth, self.__dict__.get("_tpf_external", False))
         found = memo.get(key)
         if found is None:
             found = memo[key] = self._kind_of(name, scope, _depth)
@@ -413,6 +472,15 @@ class ModuleModel:
                 return self.kind_of(value.receiver, scope, _depth + 1)
             if value.method == "step":
                 return Kind.UNKNOWN
+            if value.method in ("configure_optimizers", "optimizers"):
+                return Kind.OPTIMIZER  # Lightning's API: `self.optimizers()`, `model.configure_optimizers()`
+            method = self.resolve_function(f"{value.receiver}.{value.method}", scope) if value.receiver else None
+            if method is not None:
+                from torch_preflight.core.program import return_kind
+
+                kind = return_kind(self, method)
+                if kind is not Kind.UNKNOWN:
+                    return kind
             receiver_kind = self.kind_of(value.receiver, scope, _depth + 1)
             if receiver_kind in GRAPH_KINDS and value.method in ("sum", "mean", "float", "squeeze", "view", "reshape", "clone"):
                 return receiver_kind
@@ -459,7 +527,26 @@ class ModuleModel:
             return Kind.OUTPUT  # gradients with their own graph (a gradient penalty back-propagates through them)
         cls = self.classes.get(callee)
         if cls is not None:
-            return Kind.MODEL if cls.is_module else Kind.UNKNOWN
+            if cls.is_module:
+                return Kind.MODEL
+            # a class of the file that steps and clears like an optimizer (`ScheduledOptim(Adam(...))`)
+            return Kind.OPTIMIZER if {"step", "zero_grad"} <= set(self._all_methods(cls)) else Kind.UNKNOWN
+        imported = self.comes_from_import(callee)
+        local = self.resolve_function(callee, scope) if not imported else None
+        if local is not None:
+            from torch_preflight.core.program import return_kind  # the summaries build on this module
+
+            kind = return_kind(self, local)
+            if kind is not Kind.UNKNOWN:
+                return kind
+        elif self.external_kind is not None and imported and self.__dict__.get("_tpf_external", False):
+            kind = self.external_kind(callee)
+            if kind is not None:
+                return kind
+        factory = _FACTORY.match(last)
+        if factory and local is None:
+            what = factory.group("what").lower()
+            return Kind.SCHEDULER if "sched" in what else Kind.OPTIMIZER if what.startswith("optim") else Kind.MODEL
         # Calling a bound name: a loss function gives a loss, a model gives an output.
         called = self.kind_of(callee, scope, _depth + 1) if "." not in callee or callee.startswith("self.") else Kind.UNKNOWN
         if called is Kind.LOSS_FN:
@@ -478,16 +565,30 @@ class ModuleModel:
                 return True
         return False
 
+    def comes_from_import(self, qualified: str) -> bool:
+        """A resolved call name that an import of the file brought in (`utils.make_opt`)."""
+        return any(qualified == t or qualified.startswith(t + ".") for t in self.imports.aliases.values())
+
+    def _all_methods(self, cls: ClassInfo) -> list[str]:
+        names = list(cls.methods)
+        for base in cls.bases:
+            if base in self.classes and base != cls.qualname:
+                names += self._all_methods(self.classes[base])
+        return names
+
     def is_module_class(self, qualified: str) -> bool:
         cls = self.classes.get(qualified)
         return bool(cls and cls.is_module)
 
-    def covered_by_no_grad(self, scope: str, _seen: frozenset[str] = frozenset()) -> bool:
-        """True when every way into `scope` runs with gradients disabled."""
+    def covered_by_no_grad(
+        self, scope: str, _seen: frozenset[str] = frozenset(), disables: Callable[[Function], bool] | None = None
+    ) -> bool:
+        """True when every way into `scope` runs with gradients disabled. `disables` also tells
+        whether a function's decorators turn gradients off (the project's own decorators)."""
         fn = self.functions.get(scope)
         if fn is None or not scope:
             return False
-        if fn.disables_grad:
+        if fn.disables_grad or (disables is not None and disables(fn)):
             return True
         if scope in _seen:
             return False
@@ -495,7 +596,7 @@ class ModuleModel:
         if not callers:
             return False
         seen = _seen | {scope}
-        return all(c.no_grad or self.covered_by_no_grad(c.function, seen) for c in callers)
+        return all(c.no_grad or self.covered_by_no_grad(c.function, seen, disables) for c in callers)
 
     def readers(self, name: str, scope: str) -> list[Function]:
         """The functions that can read the object `name` holds in `scope`. All of them for an
@@ -624,7 +725,7 @@ class _Builder:
             return None, None, None
         if isinstance(func, ast.Attribute):
             head = name.partition(".")[0]
-            if self.imports.is_imported(head):
+            if self.imports.is_imported(head) or self.imports.conventional(head):
                 return self.imports.resolve(name), None, None
             return None, name.rsplit(".", 1)[0], func.attr
         return self.imports.resolve(name), None, None
@@ -766,7 +867,7 @@ class _Builder:
 
     def _classify_method(self, method: str, receiver: str | None, args: tuple[Value, ...], callee: str | None) -> tuple[EventKind, str | None]:
         dotted_name = f"{receiver}.{method}" if receiver else method
-        if method == "backward":
+        if method in _BACKWARD_METHODS:
             return EventKind.BACKWARD, dotted_name
         if method == "zero_grad":
             return EventKind.ZERO_GRAD, dotted_name

@@ -23,12 +23,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Kind, Loop, ModuleModel
+from torch_preflight.core.program import return_kind
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
 
 if TYPE_CHECKING:
+    from torch_preflight.core.program import FunctionSummary
     from torch_preflight.core.project import ProjectView
 
 MAX_INLINE_DEPTH = 4
+MAX_FILE_DEPTH = 4  # files followed through imports from one analysis
 _LIBRARY_HEADS = frozenset(
     {"torch", "torchvision", "numpy", "np", "math", "random", "os", "sys", "time", "logging", "json", "print", "len", "range",
      "enumerate", "zip", "min", "max", "sum", "float", "int", "str", "list", "dict", "tuple", "set", "isinstance", "getattr",
@@ -68,7 +71,19 @@ _COMMON_LIBRARIES = frozenset(
     {"numpy", "scipy", "sklearn", "pandas", "matplotlib", "seaborn", "tqdm", "wandb", "mlflow", "tensorboardX", "PIL", "cv2",
      "datasets", "tokenizers", "evaluate", "hydra", "omegaconf", "yaml", "requests", "ray", "einops", "safetensors", "jedi"}
 )
+# Values whose methods never step or clear model gradients, known from where they were made.
+_NOT_TRAINING_RECEIVERS = frozenset(
+    {Kind.SCALER, Kind.SCHEDULER, Kind.LOADER, Kind.SAMPLER, Kind.LOSS_FN, Kind.LOSS, Kind.OUTPUT, Kind.SCALAR, Kind.DETACHED}
+)
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+_OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
+_PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
+
+
+def _related(a: str, b: str) -> bool:
+    """One module is the other or holds it (`model` holds `model.encoder`); `self.netD` is `netD`."""
+    a, b = a.removeprefix("self."), b.removeprefix("self.")
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".") or tail(a) == tail(b)
 
 
 def _local_head(model: ModuleModel, qualified: str) -> str:
@@ -109,9 +124,12 @@ class TrainingLoop:
 class TrainingModel:
     """Per-module queries over loops and their iterations; results are memoised."""
 
-    def __init__(self, model: ModuleModel, project: ProjectView | None = None) -> None:
+    def __init__(self, model: ModuleModel, project: ProjectView | None = None, _stack: tuple[str, ...] = ()) -> None:
         self.model = model
         self.project = project  # follows calls into the user's other modules when given
+        self._stack = (*_stack, model.path)  # files whose training models are being built: a cycle stops there
+        if project is not None:
+            model.set_external_kind(self._imported_kind)
         self._foreign: dict[str, tuple[tuple[str, ...], tuple[Event, ...]] | None] = {}
         self._foreign_loops: dict[tuple[str, int], int] = {}
         self._expanded: dict[str, tuple[Event, ...]] = {}
@@ -123,6 +141,26 @@ class TrainingModel:
         self._classified: dict[int, TrainingLoop | None] = {}  # by loop id: its TrainingLoop, None when it is not one
         self._loop_memos: dict[str, dict[int, Any]] = {}
         self._function_memos: dict[str, dict[str, Any]] = {}
+
+    def _imported_kind(self, callee: str) -> Kind | None:
+        """What a function imported from the user's other modules returns (`get_optimizer(cfg)`
+        defined in `utils.py`), from its summary; None when unknown."""
+        if self.project is None or "." not in callee or callee.partition(".")[0] in _TORCH_ECOSYSTEM | _OTHER_FRAMEWORKS:
+            return None
+        if callee.partition(".")[0] in sys.stdlib_module_names or callee.partition(".")[0] in _COMMON_LIBRARIES:
+            return None
+        resolved = self.project.resolve_function(self.model.path, callee)
+        if resolved is None:
+            return None
+        kind = return_kind(*resolved)  # what the summary's `returns` holds, without composing its callees
+        return kind if kind is not Kind.UNKNOWN else None
+
+    def summary(self, event: Event) -> FunctionSummary | None:
+        """The whole-program summary of what a call runs (this file or the user's other modules)."""
+        if self.project is None or event.kind is not EventKind.CALL or not event.name:
+            return None
+        resolved = self.project.resolve_call(self.model, event.name, event.function)
+        return self.project.summary(*resolved) if resolved is not None else None
 
     def loop_memo(self, name: str) -> dict[int, Any]:
         """A rule's memo of per-loop facts (by loop id) that depend only on the loop's function and
@@ -192,12 +230,14 @@ class TrainingModel:
         function, receivers renamed from the callee's parameters to the call's arguments,
         only the callee's no_grad contexts, and synthetic negative loop ids. The other file
         is parsed only for a call inside a loop or one that receives a model or optimizer."""
-        qualified = call.name or ""
+        qualified = self._star_import(call) or call.name or ""
         if not self._worth_following(call, qualified):
             return []
         if qualified not in self._foreign:
             self._foreign[qualified] = self._load_foreign(qualified)
         found = self._foreign[qualified]
+        if call.name and call.name != qualified:
+            self._foreign[call.name] = found  # a star-imported name: `is_opaque` asks by the call's name
         if not found:
             return []
         params, events = found
@@ -235,20 +275,33 @@ class TrainingModel:
             )
         return out
 
+    def _star_import(self, call: Event) -> str | None:
+        """`train_one_epoch` brought in by `from engine import *`: `engine.train_one_epoch` when that
+        module of the project defines it."""
+        name = call.name or ""
+        if not self.model.imports.stars or "." in name or self.model.imports.is_imported(name) or self.project is None:
+            return None
+        if self.model.assignments(name, call.function):
+            return None
+        for module in self.model.imports.stars:
+            if self.project.resolve_function(self.model.path, f"{module}.{name}") is not None:
+                return f"{module}.{name}"
+        return None
+
     def _worth_following(self, call: Event, qualified: str) -> bool:
         head = qualified.partition(".")[0]
         if "." not in qualified or not head or head in _LIBRARY_HEADS or head in _TORCH_ECOSYSTEM or head in _OTHER_FRAMEWORKS:
             return False
         if head in sys.stdlib_module_names or head in _COMMON_LIBRARIES or qualified.startswith("self."):
             return False
-        if not _local_head(self.model, qualified):
+        if not _local_head(self.model, qualified) and qualified == call.name:
             return False  # reached through an import, not a local binding
-        if call.loops:
-            return True
-        for arg in (*call.args, *(v for _, v in call.keywords)):
-            if arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER):
-                return True
-        return False
+        if call.loops and len(self._stack) == 1:
+            return True  # beyond the analysed file, only calls handed a model or an optimizer are followed
+        return any(
+            arg.base and self.model.kind_of(arg.base, call.function) in (Kind.MODEL, Kind.OPTIMIZER)
+            for arg in (*call.args, *(v for _, v in call.keywords))
+        )
 
     def _load_foreign(self, qualified: str) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
         assert self.project is not None
@@ -256,8 +309,27 @@ class TrainingModel:
         if resolved is None:
             return None
         model, name = resolved
+        memo = self.project.project.program.memo("foreign-events")
+        key = (model.path, hash(model.source.text), name)
+        known = memo.get(key)
+        if known is not None and all(self.project.project.unchanged(d) for d in known[1].values()):
+            self.project.used.update(known[1])
+            return known[0]
+        if model.path in self._stack or len(self._stack) > MAX_FILE_DEPTH:
+            return None  # an import cycle, or too deep: unknown
+        from torch_preflight.core.project import ProjectView
+
+        sub = ProjectView(self.project.project)  # records exactly the files this callee rests on
+        found = self._read_foreign(model, name, sub)
+        deps = {**sub.used, model.path: self.project.used[model.path]} if model.path in self.project.used else dict(sub.used)
+        memo[key] = (found, deps)
+        self.project.used.update(deps)
+        return found
+
+    def _read_foreign(self, model: ModuleModel, name: str, view: ProjectView) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:
         fn = model.functions[name]
-        other = TrainingModel(model)  # one level: the callee's own imports are not followed
+        # the callee's own imports are followed too, to any depth (cycle-safe, memoised per file version)
+        other = TrainingModel(model, view, self._stack)
         expanded = other.expanded(name)
         if other.opaque_training_call(expanded) is not None:
             return None  # it calls training code of its own that stays out of sight: still opaque
@@ -305,7 +377,8 @@ class TrainingModel:
         """The optimizer an event steps, or None when it is not an optimizer step."""
         if event.kind is not EventKind.STEP or not event.receiver:
             return None
-        receiver_kind = self.model.kind_of(event.receiver, event.function)
+        with self.model.external_kinds():  # `opt = make_opt(model)` with make_opt in utils.py
+            receiver_kind = self.model.kind_of(event.receiver, event.function)
         if receiver_kind is Kind.SCALER:
             return event.args[0].base if event.args and event.args[0].base else None
         if receiver_kind is Kind.OPTIMIZER:
@@ -319,10 +392,19 @@ class TrainingModel:
             and self.model.kind_of(event.receiver, event.function) is Kind.SCHEDULER
         )
 
+    def forward_target(self, event: Event) -> str | None:
+        """The model a forward runs: `model` for `model(x)` and for `model.forward(x)`, `self.model`
+        for `self.model(x)`."""
+        if not self.is_forward(event):
+            return None
+        return event.receiver if event.receiver and tail(event.name) == "forward" else event.name
+
     def is_forward(self, event: Event) -> bool:
-        """A call of a model (an nn.Module instance), e.g. `model(x)`."""
-        if event.kind is not EventKind.CALL or not event.name or event.receiver or not self.is_torch_code:
+        """A call of a model (an nn.Module instance), e.g. `model(x)`, or of its `forward` (`model.forward(x)`)."""
+        if event.kind is not EventKind.CALL or not event.name or not self.is_torch_code:
             return False  # another framework's code is never a torch forward
+        if event.receiver:
+            return self._calls_forward(event)
         seen = self._forwards.get(id(event))
         if seen is not None and seen[0] is event:
             return seen[1]
@@ -335,14 +417,50 @@ class TrainingModel:
         self._forwards[id(event)] = (event, known)  # the entry keeps the event alive, so its id is not reused
         return known
 
+    def _calls_forward(self, event: Event) -> bool:
+        """`model.forward(x)` on a model that is not `self` (a module's own forward calls are
+        internals), or a model held in an attribute (`self.model(x)` in a trainer's method)."""
+        receiver = event.receiver or ""
+        if not (event.args or event.keywords) or receiver.partition(".")[0] == "super()":
+            return False
+        if tail(event.name or "") != "forward":
+            return receiver == "self" and self._attribute_model(event)
+        if receiver.partition(".")[0] == "self":
+            return False
+        key = (receiver, event.function)
+        calls_model = self._calls_model.get(key)
+        if calls_model is None:
+            calls_model = self._calls_model[key] = self._names_a_model(receiver, event.function)
+        return calls_model
+
+    def _attribute_model(self, event: Event) -> bool:
+        """`self.model(x)` where `self.model` holds a model, outside an nn.Module (whose own
+        submodule calls are its forward's internals), and is no method of the class."""
+        name = event.name or ""
+        cls = self.model.enclosing_class(event.function)
+        if cls is None or cls.is_module or "forward" in cls.methods or self.model.resolve_function(name, event.function):
+            return False  # a class with a `forward` is a model whose base the file cannot see
+        key = (name, event.function)
+        calls_model = self._calls_model.get(key)
+        if calls_model is None:
+            assigned = self.model.assignments(name, event.function)
+            # built by a call whose kind is unknown (`Decoder(*handlers)`): a fact that outranks the name
+            built_unknown = any(
+                e.value is not None and e.value.callee and self.model.kind_of_value(e.value, e.function) is Kind.UNKNOWN
+                for e in assigned
+            )
+            calls_model = self._calls_model[key] = not built_unknown and self.model.kind_of(name, event.function) is Kind.MODEL
+        return calls_model
+
     def _names_a_model(self, name: str, function: str) -> bool:
         """Whether calling `name` in `function` runs a model (rules ask for the same names many times)."""
         if self.model.is_module_class(name):
             return False  # constructing, not running
         if self.model.resolve_function(name, function) or self._is_imported_callable(name):
             return False  # a function of this file or an imported function (`save_fsdp_model(...)`)
-        if self.model.kind_of(name, function) is not Kind.MODEL:
-            return False
+        with self.model.external_kinds():  # `net = build_net(cfg)` with build_net in models.py
+            if self.model.kind_of(name, function) is not Kind.MODEL:
+                return False
         if not self.model.assignments(name, function) and _FUNCTION_SPELLING.match(tail(name)):
             return False  # only the spelling says "model", and it reads as a function (`convert_model`)
         return True
@@ -371,16 +489,139 @@ class TrainingModel:
 
     def opaque_training_call(self, events: tuple[Event, ...]) -> Event | None:
         """An opaque call that might clear gradients or step: it is named like training code
-        or receives an optimizer."""
+        or receives an optimizer. What is known from where a value was made wins over names:
+        a method of a scaler, scheduler, loader or loss (`scaler.update()`), a factory that
+        builds an optimizer or a model (`create_optimizer(model)`), and a function of the
+        project whose summary shows it neither back-propagates, steps nor clears, are not."""
         for event in events:
-            if not self.is_opaque(event) or self.is_forward(event) or _is_bookkeeping(event):
+            if not self.is_opaque(event) or self.is_forward(event):
                 continue
-            if _TRAINING_WORDS.search(tail(event.name)):
-                return event
-            for arg in (*event.args, *(v for _, v in event.keywords)):
-                if arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER:
-                    return event
+            suspicious = bool(_TRAINING_WORDS.search(tail(event.name))) or any(
+                arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER
+                for arg in (*event.args, *(v for _, v in event.keywords))
+            )
+            if not suspicious or self._known_not_training(event):
+                continue
+            if _is_bookkeeping(event) and self.model.kind_of(event.receiver, event.function) is Kind.UNKNOWN:
+                continue  # nothing known about the receiver: its name (`meter`, `pbar`) breaks the tie
+            return event
         return None
+
+    def _known_not_training(self, event: Event) -> bool:
+        if event.receiver and self.model.kind_of(event.receiver, event.function) in _NOT_TRAINING_RECEIVERS:
+            return True
+        if event.name:
+            value = (
+                Value(event.name, event.span, receiver=event.receiver, method=tail(event.name), base=event.receiver)
+                if event.receiver
+                else Value(event.name, event.span, callee=event.name)
+            )
+            with self.model.external_kinds():
+                built = self.model.kind_of_value(value, event.function, 1)
+            if built in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.MODEL, Kind.LOADER, Kind.SCALER):
+                return True  # a factory: it builds, it does not train
+        summary = self.summary(event)
+        return summary is not None and not summary.partial and not summary.trains
+
+    # --- parameter ownership ----------------------------------------------------------
+
+    def owned_modules(self, optimizer: str, scope: str, _depth: int = 0) -> frozenset[str] | None:
+        """The modules whose parameters an optimizer owns, from where it was built:
+        `Adam(netD.parameters())`, `SGD(filter(..., model.parameters()))`, param-group lists of
+        dicts, `chain(a.parameters(), b.parameters())`, a `params` list built before it, also
+        when it is re-bound through a wrapper (`model, opt = accelerator.prepare(model, opt)`); for
+        a parameter, what every caller of the file passes. Only when nothing is known does the
+        spelling break the tie: `optimD` / `netD`, one cleared or run module per suffix. None when
+        unknown."""
+        memo = self.function_memo("owned-modules")
+        key = f"{scope}\0{optimizer}"
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        memo[key] = None
+        found = self._owned_from_assignments(optimizer, scope, _depth)
+        if found is None and _depth < 3:
+            found = self._owned_from_callers(optimizer, scope, _depth)
+        if found is None:
+            found = self._owned_by_spelling(optimizer, scope)
+        memo[key] = found
+        return found
+
+    def _owned_from_assignments(self, optimizer: str, scope: str, depth: int) -> frozenset[str] | None:
+        assigned = self.model.assignments(optimizer, scope)
+        if not assigned or assigned[0].value is None or len(assigned[0].targets) != 1:
+            return None
+        head = optimizer.partition(".")[0]
+        if any(e.value is None or (head not in e.value.names and optimizer not in e.value.text) for e in assigned[1:]):
+            return None  # re-bound to something else than a wrapper of itself
+        return self._modules_in(assigned[0].value, assigned[0].function, depth)
+
+    def _owned_from_callers(self, optimizer: str, scope: str, depth: int) -> frozenset[str] | None:
+        fn = self.model.functions.get(scope)
+        if fn is None or optimizer not in fn.params:
+            return None
+        position = fn.params.index(optimizer) - (1 if fn.owner else 0)
+        callers = self.model.calls_to.get(scope, [])
+        found: set[str] = set()
+        for call in callers:
+            arg = call.keyword(optimizer) or (call.args[position] if 0 <= position < len(call.args) else None)
+            if arg is None or not arg.base or arg.text != arg.base:
+                return None
+            owned = self.owned_modules(arg.base, call.function, depth + 1)
+            if owned is None:
+                return None
+            found |= owned
+        return frozenset(found) or None
+
+    def _owned_by_spelling(self, optimizer: str, scope: str) -> frozenset[str] | None:
+        """`optimD` owns `netD` when nothing else is known: the optimizer's name past its
+        `opt`/`optim`/`optimizer` part is a suffix that exactly one model of the function ends with."""
+        suffix = _OPTIMIZER_SUFFIX.match(tail(optimizer))
+        if suffix is None or not suffix.group(1):
+            return None
+        end = suffix.group(1).lstrip("_").lower()
+        models = {
+            e.receiver if e.kind is EventKind.ZERO_GRAD else e.name
+            for e in self.expanded(scope)
+            if (e.kind is EventKind.ZERO_GRAD and e.receiver) or (e.kind is EventKind.CALL and e.name and not e.receiver)
+        }
+        matching = [m for m in models if m and tail(m).lower().endswith(end) and self.model.kind_of(m, scope) is Kind.MODEL
+                    and not _OPTIMIZER_SUFFIX.match(tail(m))]
+        return frozenset(matching) if len(matching) == 1 else None
+
+    def _modules_in(self, value: Value, scope: str, depth: int) -> frozenset[str] | None:
+        modules = set(_PARAMETERS_OF.findall(value.text))
+        for name in value.names:
+            if depth < 3 and name not in modules and self.model.kind_of(name, scope) is Kind.UNKNOWN:
+                assigned = self.model.assignments(name, scope)
+                if len(assigned) == 1 and assigned[0].value is not None and assigned[0].function == scope:
+                    modules |= self._modules_in(assigned[0].value, scope, depth + 1) or frozenset()
+        return frozenset(modules) or None
+
+    def cleared_modules(self, clear: Event) -> frozenset[str] | None:
+        """The modules whose gradients a clear resets: `netD.zero_grad()` clears `netD`,
+        `optD.zero_grad()` what `optD` owns. None when unknown (`p.grad = None`, a wrapper)."""
+        receiver = clear.receiver
+        if clear.kind is not EventKind.ZERO_GRAD or not receiver or clear.name == "grad=None" or ".grad" in receiver:
+            return None
+        kind = self.model.kind_of(receiver, clear.function)
+        if kind is Kind.OPTIMIZER:
+            return self.owned_modules(receiver, clear.function)
+        if kind is Kind.MODEL:
+            return frozenset({receiver})
+        return None
+
+    def clears_optimizer(self, clear: Event, optimizer: str, scope: str) -> bool:
+        """`clear` may reset gradients that `optimizer` steps. Yes unless both sides are known
+        and share no module (`netG.zero_grad()` does not clear what `optD` steps)."""
+        if clear.kind is not EventKind.ZERO_GRAD:
+            return False
+        if clear.receiver == optimizer:
+            return True
+        owned = self.owned_modules(optimizer, scope)
+        cleared = self.cleared_modules(clear)
+        if owned is None or cleared is None:
+            return True
+        return any(_related(a, b) for a in owned for b in cleared)
 
     # --- loops --------------------------------------------------------------------------
 
@@ -404,6 +645,45 @@ class TrainingModel:
         if not backwards:
             return None
         return TrainingLoop(loop, events, steps, backwards)
+
+    @cached_property
+    def framework_steps(self) -> tuple[tuple[Function, tuple[Event, ...]], ...]:
+        """Functions a framework runs once per training iteration, with the events of that
+        iteration: an ignite `Engine(update_fn)` update function, together with the handlers
+        registered on an engine (`@trainer.on(Events...)`, `trainer.add_event_handler(..., fn)`);
+        a Lightning `training_step` that steps its optimizers itself (manual optimization).
+        Only those that back-propagate and step an optimizer."""
+        if not self.is_torch_code:
+            return ()
+        model = self.model
+        updates: dict[str, set[str]] = {}  # update function -> the engine variables it runs in
+        handlers: list[tuple[str, str]] = []  # (engine variable, handler)
+        for fn in model.functions.values():
+            handlers += [(d[: -len(".on")], fn.qualname) for d in fn.decorators if d.endswith(".on")]
+            for event in fn.events:
+                if event.kind is EventKind.ASSIGN and event.value is not None and (event.value.callee or "").startswith("ignite.") \
+                        and tail(event.value.callee) == "Engine":
+                    first = event.value.text[event.value.text.find("(") + 1 :].split(",")[0].split(")")[0].strip()
+                    target = model.resolve_function(first, event.function) if first else None
+                    if target:
+                        updates.setdefault(target, set()).update(event.targets)
+                elif event.kind is EventKind.CALL and tail(event.name) == "add_event_handler" and len(event.args) > 1 \
+                        and event.args[1].base and event.receiver:
+                    target = model.resolve_function(event.args[1].base, event.function)
+                    if target:
+                        handlers.append((event.receiver, target))
+        for qualname, _ in self.step_hooks:
+            updates.setdefault(qualname, set())
+        found = []
+        for qualname, engines in updates.items():
+            events = tuple(e for e in self.expanded(qualname) if not e.loops)
+            if not any(e.kind is EventKind.BACKWARD for e in events) or not any(self.optimizer_of(e) for e in events):
+                continue
+            # handlers of this engine, or of one this file cannot tie to an engine
+            known = {engine for engine, _ in handlers} & set().union(*(updates[q] for q in updates))
+            extra = tuple(e for engine, h in handlers if engine in engines or engine not in known for e in self.expanded(h) if not e.loops)
+            found.append((model.functions[qualname], events + extra))
+        return tuple(found)
 
     @cached_property
     def backward_loops(self) -> tuple[TrainingLoop, ...]:
@@ -445,17 +725,29 @@ class TrainingModel:
             known = self._grad_enabled[loop.id] = self._grad_enabled_at(loop)
         return known
 
+    def decorated_no_grad(self, fn: Function) -> bool:
+        """`fn` carries a decorator that turns gradients off: `@torch.no_grad()`, or one of the
+        project's own that wraps no_grad / inference_mode (`@smart_inference_mode()` from `utils`)."""
+        if fn.disables_grad:
+            return True
+        if self.project is None or not fn.decorators:
+            return False
+        memo = self.function_memo("decorated-no-grad")
+        if fn.qualname not in memo:
+            memo[fn.qualname] = any(self.project.decorator_disables_grad(self.model, d) for d in fn.decorators if "(" not in d)
+        return bool(memo[fn.qualname])
+
     def _grad_enabled_at(self, loop: Loop) -> bool:
         if any(c.disables_grad for c in loop.contexts):
             return False
-        if self.model.covered_by_no_grad(loop.function):
+        if self.model.covered_by_no_grad(loop.function, disables=self.decorated_no_grad):
             return False
         fn = self.model.functions.get(loop.function)
         while fn is not None and fn.parent:
             parent = self.model.functions.get(fn.parent)
             if parent is None:
                 break
-            if parent.disables_grad:
+            if self.decorated_no_grad(parent):
                 return False
             fn = parent
         return not self._grad_disabled_globally(loop)

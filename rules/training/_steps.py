@@ -48,17 +48,22 @@ def is_grad_clear(event: Event) -> bool:
     return event.kind is EventKind.ZERO_GRAD and (event.name in _CLEAR_GRAD or bool(event.receiver and ".grad" in event.receiver))
 
 
-def clears(training: TrainingModel, event: Event, optimizer: str, optimizers: list[str]) -> bool:
-    """`event` clears the gradients that `optimizer` steps: its own zero_grad(), or a
-    model's zero_grad() / `p.grad = None` when the loop steps that one optimizer only."""
+def clears(training: TrainingModel, event: Event, optimizer: str, optimizers: list[str], scope: str | None = None) -> bool:
+    """`event` clears the gradients that `optimizer` steps: its own zero_grad(), a model's
+    zero_grad() / `p.grad = None` when the loop steps that one optimizer only, or, with several
+    optimizers (a GAN), a clear of a module the optimizer is known to own (`netD.zero_grad()`
+    for `optD = Adam(netD.parameters())`). `scope`: where `optimizer` is named (the step's function)."""
     if event.kind is not EventKind.ZERO_GRAD or not event.receiver:
         return False
     if is_grad_clear(event):
         return len(optimizers) == 1
     if event.receiver == optimizer:
         return True
-    kind = training.model.kind_of(event.receiver, event.function)
-    return kind is Kind.MODEL and len(optimizers) == 1
+    if len(optimizers) == 1:
+        return training.model.kind_of(event.receiver, event.function) is Kind.MODEL
+    owned = training.owned_modules(optimizer, scope if scope is not None else event.function)
+    cleared = training.cleared_modules(event)
+    return owned is not None and cleared is not None and training.clears_optimizer(event, optimizer, scope or event.function)
 
 
 def scaled_loss(event: Event) -> tuple[str, str] | None:

@@ -70,7 +70,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             step_cadence = cadence_guards(step, loop)
             step_extra = extra_guards(step, loop)
             for clear in events:
-                if clear.inner or not clears(training, clear, optimizer, optimizers):
+                if clear.inner or not clears(training, clear, optimizer, optimizers, step.function):
                     continue
                 clear_cadence = cadence_guards(clear, loop)
                 clear_extra = extra_guards(clear, loop)

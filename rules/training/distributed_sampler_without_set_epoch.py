@@ -14,8 +14,10 @@ function of another project module that does, are not flagged. Ray Train's
 `prepare_data_loader` counts as a shuffling DistributedSampler only for a loader built with
 `shuffle=True` (it gives the others a non-shuffling one).
 
-The finding is placed where the call belongs: the epoch loop, or the signature of a
-per-epoch function that receives the sampler as a parameter.
+The finding is placed where the call belongs: the epoch loop, the loop over the loader of a
+per-epoch function of the file the loader is handed to (`train_epoch(..., train_loader,
+epoch)`, with the epoch loop as a related location), or the signature of a per-epoch
+function that receives the sampler as a parameter.
 
 ## Example
 ```python
@@ -99,11 +101,14 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         loader = _iterated_per_pass(ctx, loop, set(loaders))
         if loader is None:
             continue
+        # The per-epoch function the loader is handed to (`train_epoch(..., train_loader, epoch)`) is
+        # where `set_epoch(epoch)` goes: report its loop over the loader, the epoch loop as related.
+        inner = _callee_loop(ctx, loop, loader)
         yield report(
             META,
-            loop.header,
+            inner.header if inner is not None else loop.header,
             f"`{loader}` uses a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order",
-            related=[Related(loaders[loader].span, "DistributedSampler")],
+            related=[Related(loaders[loader].span, "DistributedSampler"), *([Related(loop.header, "epoch loop")] if inner else [])],
             data={"loader": loader},
         )
         return
@@ -135,6 +140,22 @@ def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> str | Non
             for arg in (*event.args, *(v for _, v in event.keywords)):
                 if arg.base in loaders:
                     return arg.base
+    return None
+
+
+def _callee_loop(ctx: Context, loop: Loop, loader: str) -> Loop | None:
+    """The loop, in a function of the file that `loop` calls with `loader`, that iterates it."""
+    for event in ctx.training.iteration(loop):
+        if event.kind is not EventKind.CALL or event.inner or event.via:
+            continue
+        for target in ctx.model.call_targets(event):
+            fn = ctx.model.functions[target]
+            params = fn.params[1:] if fn.owner else fn.params
+            passed = {p: event.keyword(p) or (event.args[i] if i < len(event.args) else None) for i, p in enumerate(params)}
+            bound = [p for p, value in passed.items() if value is not None and value.base == loader]
+            for inner in ctx.model.loops_in(target):
+                if inner.iter is not None and any(p in inner.iter.names for p in bound):
+                    return inner
     return None
 
 

@@ -13,6 +13,10 @@ methods run on inputs (`model.encode(src)`, `model.module.test(x)`), also inside
 file it is handed to (`greedy_decode(model, ...)`), and when a callable the function is given is
 applied to it (`model_fn(model, x)`, as in ignite's step factories).
 
+A train/validation phase loop (`for phase in ["train", "val"]:`) that calls `model.train()`
+only when `phase == "train"`, back-propagates only on that path, and runs the model on every
+path is flagged at the `train()` call: the validation phase runs in training mode.
+
 An evaluation function reached only from other modules, with the model as a parameter, that
 runs it under `no_grad` is flagged when a function of the same file puts the model it is given
 in training mode (`train_epoch(model, ...)` calling `model.train()`): callers run the two in turn.
@@ -96,7 +100,8 @@ def _model_uses(ctx: Context, events: tuple[Event, ...] | list[Event]) -> list[t
     else calls of the model's own methods on inputs (`model.encode(src)`, `model.module.test(x)`),
     also inside same-file helpers the model is handed to (`greedy_decode(model, ...)`)."""
     training = ctx.training
-    direct = [(e, e.name) for e in events if training.is_forward(e) and not e.inner and e.name and not _handed_in(ctx, e, lambda_only=True)]
+    direct = [(e, training.forward_target(e) or "") for e in events
+              if training.is_forward(e) and not e.inner and e.name and not _handed_in(ctx, e, lambda_only=True)]
     if direct:
         return direct
     found: list[tuple[Event, str]] = []
@@ -171,8 +176,44 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             related=related,
             data={"model": name},
         )
+    yield from _phase_loops(ctx)
     yield from _loopless(ctx)
     yield from _after_training(ctx)
+
+
+def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
+    """A loop over phases whose `model.train()` runs on one path only (`if phase == "train":`),
+    with no `eval()` anywhere, backward and step only on that path, and the model run on every
+    path: the other phase evaluates in training mode."""
+    training = ctx.training
+    for loop in ctx.model.loops.values():
+        events = training.iteration(loop)
+        modes = mode_events(events)
+        trains = [e for e in modes if e.kind is EventKind.TRAIN_MODE and not e.inner and e.receiver]
+        if len(trains) != 1 or len(modes) != 1:
+            continue
+        switch = trains[0]
+        guards = [g for g in switch.guards[len(loop.guards) :] if not g.cadence and not g.negated]
+        if len(guards) != 1 or len(switch.guards) != len(loop.guards) + 1:
+            continue
+        guard = guards[0]
+        learning = [e for e in events if e.kind is EventKind.BACKWARD or training.optimizer_of(e)]
+        if not learning or not all(any(g.text == guard.text and not g.negated for g in e.guards) for e in learning):
+            continue  # training must happen only on the guarded path
+        name = switch.receiver or ""
+        forwards = [e for e in events if training.is_forward(e) and tail(training.forward_target(e)) == tail(name)]
+        if not any(not any(g.text == guard.text for g in f.guards) for f in forwards):
+            continue  # the model runs on the guarded path only
+        if not has_mode_layers(ctx.model, name, loop.function, ctx.project):
+            continue
+        yield report(
+            META,
+            switch.span,
+            f"`{name}.train()` runs only when `{guard.text}` and nothing calls `{name}.eval()`: on the other path "
+            f"`{name}` runs in training mode, so dropout and batch norm behave as in training",
+            related=[Related(forwards[0].span, "model forward"), Related(loop.header, "phase loop")],
+            data={"model": name},
+        )
 
 
 def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:

@@ -157,7 +157,7 @@ def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
     if not name or name == "self":
         return False
     training = ctx.training
-    forwards = [e for e in events if training.is_forward(e) and tail(e.name) == name]
+    forwards = [e for e in events if training.is_forward(e) and tail(training.forward_target(e)) == name]
     if not forwards:
         return False
     # Its forward runs with gradients on inside a loop of this iteration that back-propagates

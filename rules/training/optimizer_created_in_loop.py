@@ -68,8 +68,11 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             name = event.targets[0]
             if name not in stepped or extra_guards(event, tl.loop):
                 continue
-            if not event.value.callee or ctx.model.kind_of_callee(event.value, event.function, 0) is not Kind.OPTIMIZER:
+            if not event.value.callee:
                 continue
+            with ctx.model.external_kinds():  # a factory of another module of the project
+                if ctx.model.kind_of_callee(event.value, event.function, 0) is not Kind.OPTIMIZER:
+                    continue
             yield report(
                 META,
                 event.value.span,

@@ -10,8 +10,9 @@ move them. The loss stays flat and nothing raises.
 GANs that clear one model and step another (`netD.zero_grad()` then `optimizerG.step()`
 after `errG.backward()`), a clear in the other branch of an `if` than the step (skip a step
 on NaN), and clears that run only under a condition the step does not share are not
-flagged. A model's `zero_grad()` counts as clearing the optimizer only when the loop steps
-a single optimizer.
+flagged. A model's `zero_grad()` counts as clearing the optimizer when the loop steps a
+single optimizer, or when the optimizer is known to own that model's parameters
+(`netD.zero_grad()` clears what `optimizerD = Adam(netD.parameters())` steps).
 
 ## Example
 ```python
@@ -68,7 +69,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 clear = before[z_index]
                 if clear.kind is EventKind.BACKWARD:
                     break  # a backward after any clear: gradients are fresh
-                if not clears(training, clear, optimizer, optimizers):
+                if not clears(training, clear, optimizer, optimizers, step.function):
                     continue
                 if clear.inner and not clear.name == "grad=None" and not (clear.receiver or "").endswith(".grad"):
                     break

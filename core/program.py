@@ -1,0 +1,273 @@
+"""The whole-program model: per-function summaries over the user's project.
+
+A `FunctionSummary` is small, serializable data about one function (or method, closure,
+lambda): which names it steps, clears (`zero_grad`), runs forward, back-propagates, puts in
+train/eval mode or calls `set_epoch` on; whether it runs under `no_grad` (a context or a
+decorator, the project's own decorators included); whether it is itself a decorator that
+turns gradients off (`def smart_inference_mode(): ... torch.inference_mode()(fn)`); and what
+kind of value it returns (an optimizer from `get_optimizer(cfg)`, a model from
+`build_model()`). Facts of callees are composed into their callers with the callee's
+parameters renamed to the caller's arguments, through calls in the same file and calls into
+the user's other modules (resolved on disk by `Project.resolve_function`, to any depth).
+
+Summaries are keyed by content: the function's text and the keys of the callees it reached,
+so an edit to a helper changes the key of every caller and nothing else. `Program` memoises
+them per key and per (file version, qualname); it lives in the `Project`, which is shared by
+every file of a CLI run and by every document of a language-server session, so a helper
+imported by twenty scripts is read and summarised once. Computing one summary reads only the
+files it reaches, and every file read is recorded in the asking `ProjectView` (also on a
+memo hit), so result caches are invalidated when a dependency changes.
+
+Unknown stays unknown: a callee that cannot be resolved marks the summary `partial`, and
+rules treat partial facts as "may do anything".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from torch_preflight.core.names import tail
+from torch_preflight.core.semantic import NO_GRAD_CONTEXTS, EventKind, Kind, ModuleModel
+
+if TYPE_CHECKING:
+    from torch_preflight.core.project import Dependency, Project
+
+MAX_DEPTH = 8  # call-chain depth followed across files (cycles stop earlier)
+_TOKEN = re.compile(r"[A-Za-z_][\w.]*")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSummary:
+    """What a function does, in its own names (parameters, attributes, globals)."""
+
+    key: str  # content hash: the function's text and its callees' keys
+    path: str
+    qualname: str
+    params: tuple[str, ...] = ()
+    steps: tuple[str, ...] = ()  # optimizers stepped (`opt.step()`, `scaler.step(opt)`)
+    clears: tuple[str, ...] = ()  # receivers of `zero_grad()` (optimizers or modules), `grad=None` as "*"
+    forwards: tuple[str, ...] = ()  # models called on inputs
+    backwards: int = 0
+    modes: tuple[tuple[str, str], ...] = ()  # (receiver, "train" | "eval")
+    set_epoch: tuple[str, ...] = ()  # receivers of `set_epoch()` (`train_loader.sampler`)
+    disables_grad: bool = False  # decorated with no_grad / inference_mode (the project's own wrappers too)
+    grad_decorator: bool = False  # a decorator, or a factory of one, that applies no_grad / inference_mode
+    returns: str = Kind.UNKNOWN.value  # Kind of what every `return` gives
+    partial: bool = False  # some callee could not be read: its facts are missing
+    dependencies: tuple[str, ...] = ()  # other files whose text this summary rests on
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FunctionSummary:
+        fields: dict[str, Any] = {
+            k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v for k, v in data.items()
+        }
+        return cls(**fields)
+
+    @property
+    def trains(self) -> bool:
+        """It back-propagates, steps or clears gradients: training code."""
+        return bool(self.backwards or self.steps or self.clears)
+
+
+@dataclass
+class Program:
+    """The project's summaries, memoised by file version and by content key."""
+
+    project: Project
+    _by_site: dict[tuple[str, int, str], FunctionSummary | None] = field(default_factory=dict, repr=False)
+    _deps: dict[tuple[str, int, str], dict[str, Dependency]] = field(default_factory=dict, repr=False)
+    by_key: dict[str, FunctionSummary] = field(default_factory=dict, repr=False)
+    _memos: dict[str, dict[Any, Any]] = field(default_factory=dict, repr=False)
+
+    def memo(self, name: str) -> dict[Any, Any]:
+        """A named project-wide memo for facts derived from summaries (entries carry their own
+        dependencies: the training model keys them by file version and checks its files)."""
+        return self._memos.setdefault(name, {})
+
+    def summary(self, model: ModuleModel, qualname: str, used: dict[str, Dependency], _stack: tuple[str, ...] = ()) -> FunctionSummary | None:
+        """The summary of `qualname` in `model`, or None when the function does not exist."""
+        site = (model.path, hash(model.source.text), qualname)
+        if site in self._by_site and all(self.project.unchanged(d) for d in self._deps[site].values()):
+            used.update(self._deps[site])
+            return self._by_site[site]
+        if f"{model.path}:{qualname}" in _stack or len(_stack) >= MAX_DEPTH:
+            return None  # a cycle, or too deep: the caller marks itself partial
+        deps: dict[str, Dependency] = {}
+        found = _Summarizer(self, model, deps, (*_stack, f"{model.path}:{qualname}")).run(qualname)
+        if found is not None:
+            found = self.by_key.setdefault(found.key, found)
+        self._by_site[site] = found
+        self._deps[site] = deps
+        used.update(deps)
+        return found
+
+    def resolve(self, model: ModuleModel, name: str, scope: str, used: dict[str, Dependency]) -> tuple[ModuleModel, str] | None:
+        """The function a called name reaches: in the same file, else in another module of the
+        user's project through the file's imports (`from utils import train_step`)."""
+        local = model.resolve_function(name, scope)
+        if local:
+            return model, local
+        if "." not in name:  # `from helpers import *`
+            if model.assignments(name, scope):
+                return None
+            for module in model.imports.stars:
+                found = self.project.resolve_function(model.path, f"{module}.{name}", used)
+                if found is not None:
+                    return found
+            return None
+        # call names are already qualified through the file's imports (`b.helper` for `from b import helper`)
+        if name.startswith(("torch.", "torchvision.")) or not model.comes_from_import(name):
+            return None
+        return self.project.resolve_function(model.path, name, used)
+
+
+class _Summarizer:
+    def __init__(self, program: Program, model: ModuleModel, deps: dict[str, Dependency], stack: tuple[str, ...]) -> None:
+        self.program = program
+        self.model = model
+        self.deps = deps
+        self.stack = stack
+
+    def run(self, qualname: str) -> FunctionSummary | None:
+        model = self.model
+        fn = model.functions.get(qualname)
+        if fn is None:
+            return None
+        steps: list[str] = []
+        clears: list[str] = []
+        forwards: list[str] = []
+        modes: list[tuple[str, str]] = []
+        set_epoch: list[str] = []
+        backwards = 0
+        partial = False
+        callee_keys: list[str] = []
+        for event in fn.events:
+            if event.kind is EventKind.STEP and event.receiver:
+                kind = model.kind_of(event.receiver, qualname)
+                if kind is Kind.SCALER and event.args and event.args[0].base:
+                    steps.append(event.args[0].base)
+                elif kind is Kind.OPTIMIZER:
+                    steps.append(event.receiver)
+            elif event.kind is EventKind.ZERO_GRAD:
+                clears.append("*" if event.name == "grad=None" or ".grad" in (event.receiver or "") else event.receiver or "*")
+            elif event.kind is EventKind.BACKWARD:
+                backwards += 1
+            elif event.kind in (EventKind.TRAIN_MODE, EventKind.EVAL_MODE) and event.receiver:
+                modes.append((event.receiver, "train" if event.kind is EventKind.TRAIN_MODE else "eval"))
+            elif event.kind is EventKind.CALL and event.name:
+                if tail(event.name) == "set_epoch" and event.receiver:
+                    set_epoch.append(event.receiver)
+                    continue
+                if not event.receiver and model.kind_of(event.name, qualname) is Kind.MODEL and not model.resolve_function(event.name, qualname):
+                    forwards.append(event.name)
+                    continue
+                if event.receiver and tail(event.name) == "forward" and event.receiver not in ("self", "super()"):
+                    forwards.append(event.receiver)
+                    continue
+                target = self.program.resolve(model, event.name, qualname, self.deps)
+                if target is None:
+                    continue
+                other, name = target
+                inner = self.program.summary(other, name, self.deps, self.stack)
+                if inner is None:
+                    partial = True
+                    continue
+                callee_keys.append(inner.key)
+                partial = partial or inner.partial
+                binding = _binding(event, inner.params, other.functions[name].owner is not None)
+                steps += [_rename(s, binding) for s in inner.steps]
+                clears += [_rename(c, binding) for c in inner.clears]
+                forwards += [_rename(f, binding) for f in inner.forwards]
+                modes += [(_rename(r, binding), m) for r, m in inner.modes]
+                set_epoch += [_rename(s, binding) for s in inner.set_epoch]
+                backwards += inner.backwards
+        text = model.source.slice(fn.span)
+        key = hashlib.sha1("\0".join((text, *callee_keys)).encode()).hexdigest()[:20]
+        return FunctionSummary(
+            key=key,
+            path=model.path,
+            qualname=qualname,
+            params=fn.params,
+            steps=tuple(dict.fromkeys(steps)),
+            clears=tuple(dict.fromkeys(clears)),
+            forwards=tuple(dict.fromkeys(forwards)),
+            backwards=backwards,
+            modes=tuple(dict.fromkeys(modes)),
+            set_epoch=tuple(dict.fromkeys(set_epoch)),
+            disables_grad=fn.disables_grad or any(self._decorator_disables(d) for d in fn.decorators),
+            grad_decorator=_applies_no_grad(model, text) and not fn.owner,
+            returns=return_kind(model, qualname).value,
+            partial=partial,
+            dependencies=tuple(sorted(p for p in self.deps if p != model.path)),
+        )
+
+    def _decorator_disables(self, decorator: str) -> bool:
+        """A decorator of the user's project that applies no_grad / inference_mode."""
+        if decorator in NO_GRAD_CONTEXTS:
+            return False  # already counted by Function.disables_grad
+        return decorator_disables_grad(self.program, self.model, decorator, self.deps)
+
+
+def decorator_disables_grad(program: Program, model: ModuleModel, decorator: str, used: dict[str, Dependency]) -> bool:
+    """`decorator` (a resolved decorator name, `utils.smart_inference_mode`) is a function of the
+    project that wraps what it decorates in no_grad / inference_mode."""
+    local = model.resolve_function(decorator, "")
+    if local:
+        target: tuple[ModuleModel, str] | None = (model, local)
+    elif "." in decorator and not decorator.startswith("torch.") and program.project.may_define_grad_decorator(model.path, decorator):
+        target = program.project.resolve_function(model.path, decorator, used)
+    else:
+        target = None
+    if target is None:
+        return False
+    other, qualname = target
+    fn = other.functions[qualname]  # its own text decides: no need to compose its callees' summaries
+    return not fn.owner and _applies_no_grad(other, other.source.slice(fn.span))
+
+
+def _applies_no_grad(model: ModuleModel, text: str) -> bool:
+    """The function's text names no_grad or inference_mode (through the file's imports) and
+    never re-enables gradients: a decorator built on them."""
+    if "enable_grad" in text or "set_grad_enabled" in text:
+        return False
+    return any(model.imports.resolve(token) in NO_GRAD_CONTEXTS for token in set(_TOKEN.findall(text)))
+
+
+def return_kind(model: ModuleModel, qualname: str) -> Kind:
+    """The kind every `return` of a function gives (UNKNOWN when they differ or none is known)."""
+    memo: dict[tuple[str, bool], Kind] = model.__dict__.setdefault("_tpf_returns", {})
+    key = (qualname, model.__dict__.get("_tpf_external", False))  # see ModuleModel.external_kinds
+    if key in memo:
+        return memo[key]
+    memo[key] = Kind.UNKNOWN  # cycle guard
+    fn = model.functions.get(qualname)
+    kinds = set()
+    if fn is not None:
+        for event in fn.events:
+            if event.kind is EventKind.RETURN and event.function == qualname and event.value is not None:
+                kinds.add(model.kind_of_value(event.value, qualname, 1))
+    result = kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+    memo[key] = result
+    return result
+
+
+def _binding(call: Any, params: tuple[str, ...], method: bool) -> dict[str, str]:
+    """Callee parameter -> the caller's plain dotted argument."""
+    binding: dict[str, str] = {}
+    positional = params[1:] if method else params
+    for index, param in enumerate(positional):
+        value = call.keyword(param) or (call.args[index] if index < len(call.args) else None)
+        if value is not None and value.base and not value.callee and not value.method and _TOKEN.fullmatch(value.text):
+            binding[param] = value.base
+    return binding
+
+
+def _rename(name: str, binding: dict[str, str]) -> str:
+    head, dot, rest = name.partition(".")
+    return binding[head] + dot + rest if head in binding else name
