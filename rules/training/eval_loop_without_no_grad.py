@@ -264,11 +264,16 @@ def _feeds_backward(ctx: Context, call: Event) -> bool:
     if not targets:
         return False
     frontier: set[str] = set()
+    # What the caller returns may be back-propagated by its own caller, when the file shows one
+    # (an entry point handed to a framework, `train_func(config)`, returns its metrics).
+    called = bool(ctx.model.calls_to.get(call.function))
     for e in events:
+        if e.via:
+            continue  # a callee's backward and returns are about its own names, not the caller's
         if e.kind is EventKind.BACKWARD or e.name == "torch.autograd.grad":
             frontier.update(_WORDS.findall(e.receiver or ""))
             frontier.update(n for a in (*e.args, *(v for _, v in e.keywords)) for n in a.names)
-        elif e.kind is EventKind.RETURN and e.value is not None and not e.via:
+        elif e.kind is EventKind.RETURN and e.value is not None and called:
             frontier.update(e.value.names)  # the caller's caller may back-propagate it (a callee's own return is not)
     for _ in range(8):
         grown = False
