@@ -426,9 +426,22 @@ class Interpreter:
             if self.force_autocast:
                 self.autocast = self.force_autocast
 
+    def release(self, value: Any) -> None:
+        """A variable that held `value` is rebound or goes out of scope: a tensor it held (or a short list or tuple of
+        them) is live until now, as CPython frees it when its last reference goes."""
+        rec = self.recorder
+        if rec is None or not rec.ops:
+            return
+        for t in value if isinstance(value, (tuple, list)) and len(value) <= 64 else (value,):
+            if isinstance(t, Tensor) and t.storage is not None and t.requires_grad and not t.is_param:
+                rec.released[t.storage.id] = (len(rec.ops), t.storage.nbytes)
+
     def assign(self, target: ast.expr, value: Any, scope: Scope, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
+            old = scope.vars.get(target.id)
             scope.vars[target.id] = value
+            if old is not None and old is not value:
+                self.release(old)
             if self.in_script and self.forward_depth == 0 and isinstance(value, Module) and not getattr(value, "_registered", False):
                 if value.type not in catalog.LOSSES:
                     value._registered = True  # type: ignore[attr-defined]
@@ -638,6 +651,10 @@ class Interpreter:
             return ret.value
         except (_Break, _Continue):
             return None
+        finally:
+            if self.recorder is not None:  # the frame's locals go (the returned value lives on in the caller)
+                for value in scope.vars.values():
+                    self.release(value)
         return None
 
     # ---- expressions ---------------------------------------------------------------------------
