@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from torch_preflight.estimator import EstimateOptions, estimate_source
-from torch_preflight.estimator.ops import cpu_conv_uses_onednn
+from torch_preflight.estimator.kernels import cpu_conv_uses_onednn
 from torch_preflight.estimator.values import Tensor
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "vram"
