@@ -363,6 +363,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
         if isinstance(value, Tensor):
             return self.tensor_index(value, slice_node, scope)
         key = self.eval(slice_node, scope)
+        if isinstance(value, Obj) and value.type == "config" and isinstance(key, str):  # a YAML config: cfg["model"]
+            return value.attrs.get(key, Unknown(f"config value `{key}`"))
         if isinstance(value, Module):
             items = list(value.children.values())
             if value.type == "ModuleDict":
@@ -439,7 +441,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
                 found = self._class_attribute(cls, name, base)
                 if found is not None:
                     return found
-            if base.type in ("Namespace", "SimpleNamespace", "dict", "config"):
+            if base.type in ("Namespace", "SimpleNamespace", "dict", "config") and not (base.type == "config" and name == "get"):
                 return Unknown(f"config value `{name}`")
             return MethodRef(base, name)
         if isinstance(base, ClassValue):

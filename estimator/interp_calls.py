@@ -111,6 +111,8 @@ class Calls:
         scope = Scope(fn.env)
         a = node.args
         positional = [*a.posonlyargs, *a.args]
+        if fn.config is not None and not args and not kwargs:
+            args = [fn.config]  # `main()` of @hydra.main: Hydra passes the composed config
         defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
         for i, (param, default) in enumerate(zip(positional, defaults, strict=False)):
             if i < len(args):

@@ -28,6 +28,7 @@ from torch_preflight.estimator.values import (
     ParamValue,
     Qualified,
     Tensor,
+    Unknown,
     is_unknown,
 )
 
@@ -83,6 +84,12 @@ class Statements:
                 elif isinstance(fn, Function) and {name, self.qualify(dec.func, scope) if isinstance(dec, ast.Call) else None} & {
                         "torch.no_grad", "torch.inference_mode"}:
                     fn.no_grad = True  # runs without recording: an evaluation helper
+                elif isinstance(fn, Function) and isinstance(dec, ast.Call) and self.qualify(dec.func, scope) == "hydra.main":
+                    a = {k.arg: self.eval(k.value, scope) for k in dec.keywords if k.arg}
+                    fn.config = configs.hydra_config(a.get("config_path"), a.get("config_name"), os.path.dirname(self.model.path),
+                                                     self.argv)
+                    if isinstance(fn.config, Unknown):
+                        self.problem(f"{fn.config.reason} is not known", dec)
                 elif name in ("staticmethod", "classmethod", "functools.wraps"):
                     continue
             scope.vars[node.name] = fn

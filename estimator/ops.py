@@ -227,6 +227,13 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
     if name in ("lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"):
         return Obj("Trainer", dict(kwargs))
+    if name in ("omegaconf.OmegaConf.load", "omegaconf.omegaconf.OmegaConf.load"):
+        loaded = configs.yaml_file(args[0] if args else kwargs.get("file_"), os.path.dirname(it.model.path))
+        if isinstance(loaded, Unknown):
+            it.problem(f"{loaded.reason} is not known", node)
+        return loaded
+    if name in ("omegaconf.OmegaConf.create", "omegaconf.omegaconf.OmegaConf.create") and len(args) == 1 and isinstance(args[0], dict):
+        return configs.config_value(args[0], "OmegaConf.create")
     if name == "argparse.ArgumentParser":
         return configs.Parser()
     if name == "ast.literal_eval":
@@ -392,6 +399,8 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
                 if built.args.get("incomplete"):
                     me.attrs["incomplete"] = built.args["incomplete"]
         return None  # super().__init__()
+    if isinstance(obj, Obj) and obj.type == "config" and name == "get" and args and isinstance(args[0], str):
+        return obj.attrs.get(args[0], args[1] if len(args) > 1 else kwargs.get("default_value"))  # DictConfig.get
     if isinstance(obj, (list, dict)):
         return container_method(it, obj, name, args, kwargs, node)
     if isinstance(obj, set):
