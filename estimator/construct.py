@@ -70,6 +70,57 @@ def lightning_fit(it: Interpreter, trainer: Obj, model: Module, args: list[Any],
     return None
 
 
+# TrainingArguments(optim=...): the optimizer the Trainer builds (its state is what matters here)
+HF_OPTIMIZERS: dict[str, dict[str, Any]] = {
+    "adamw_torch": {"kind": "AdamW"}, "adamw_hf": {"kind": "AdamW"}, "adamw_torch_fused": {"kind": "AdamW", "fused": True},
+    "adamw_bnb_8bit": {"kind": "AdamW", "eight_bit": True}, "adamw_8bit": {"kind": "AdamW", "eight_bit": True},
+    "paged_adamw_8bit": {"kind": "AdamW", "eight_bit": True}, "sgd": {"kind": "SGD"}, "adagrad": {"kind": "Adagrad"},
+    "rmsprop": {"kind": "RMSprop"},
+}
+
+
+def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
+    """`Trainer(model=..., args=TrainingArguments(...), train_dataset=...).train()` of Hugging Face: the step's settings are
+    read from the arguments (per_device_train_batch_size, gradient_accumulation_steps, bf16 / fp16, optim,
+    gradient_checkpointing); what is not modelled (the batches the Trainer collates from a dataset into keyword
+    arguments, checkpointing inside a library model, an optimizer not in the table) is reported as unknown."""
+    line = getattr(node, "lineno", 1) - 1
+    model, args = trainer.attrs.get("model"), trainer.attrs.get("args")
+    if not isinstance(model, Module):
+        it.problem("Trainer.train: the model is not known", node)
+        return None
+    settings = args.attrs if isinstance(args, Obj) and args.type == "TrainingArguments" else {} if args is None else None
+    if settings is None:
+        it.problem("Trainer.train: its TrainingArguments are not known", node)
+        return None
+    optim = settings.get("optim", "adamw_torch")
+    spec = HF_OPTIMIZERS.get(optim) if isinstance(optim, str) else None
+    if spec is None:
+        it.problem(f"TrainingArguments(optim={optim!r}) is not modelled", node)
+        it.optimizer_unknown = True
+    elif not it.optimizers:
+        opt = Optimizer(model=model, line=line, **spec)
+        opt.weight_decay = settings.get("weight_decay", 0.0) not in (0, 0.0)  # type: ignore[attr-defined]
+        it.optimizers.append(opt)
+    for key in ("bf16", "fp16"):
+        if settings.get(key) is True and not it.force_autocast:
+            it.autocast = "bfloat16" if key == "bf16" else "float16"
+            it.assume(f"{key}=True: autocast {it.autocast}", line)
+        elif is_unknown(settings.get(key)):
+            it.problem(f"TrainingArguments {key} is not known", node)
+    accumulate = settings.get("gradient_accumulation_steps", 1)
+    it.zero_grad_seen = True
+    it.zero_grad_set_to_none = not (isinstance(accumulate, int) and accumulate > 1)  # the Trainer clears to None
+    if not it.zero_grad_set_to_none:
+        it.assume(f"gradient_accumulation_steps={accumulate}: gradients stay allocated between micro-batches", line)
+    if settings.get("gradient_checkpointing") is not None and settings.get("gradient_checkpointing") is not False:
+        it.problem("TrainingArguments gradient_checkpointing=True (the model's checkpointed blocks) is not modelled", node)
+    batch = settings.get("per_device_train_batch_size", 8)
+    it.problem(f"Trainer.train: the batches of {batch if isinstance(batch, int) else '?'} it collates from the training "
+               "dataset into the model's keyword arguments are not modelled", node)
+    return None
+
+
 LIST_METHODS = {"append", "insert", "pop", "remove", "clear", "reverse", "index", "count", "copy"}
 DICT_METHODS = {"get", "setdefault", "pop", "popitem", "clear", "copy"}
 

@@ -81,6 +81,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         self.step_records: list[StepRecord] = []
         self.instances: list[Instance] = []
         self.optimizers: list[Optimizer] = []
+        self.optimizer_unknown = False  # an optimizer the script builds is not modelled (reported as unknown)
         self.zero_grad_set_to_none: bool | None = None
         self.zero_grad_seen = False
         self.zero_grad_after_forward = False  # `loss = model(x); opt.zero_grad(); loss.backward()`: last step's grads live through forward

@@ -15,6 +15,7 @@ from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
     container_method,
+    hf_train,
     lightning_fit,
     make_optimizer,
     unknown_layer,
@@ -227,6 +228,10 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
     if name in ("lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"):
         return Obj("Trainer", dict(kwargs))
+    if name in ("transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments"):
+        return Obj("TrainingArguments", {**dict(zip(("output_dir",), args, strict=False)), **kwargs})
+    if name in ("transformers.Trainer", "transformers.Seq2SeqTrainer"):
+        return Obj("HFTrainer", {**dict(zip(("model", "args", "data_collator", "train_dataset"), args, strict=False)), **kwargs})
     if name in ("omegaconf.OmegaConf.load", "omegaconf.omegaconf.OmegaConf.load"):
         loaded = configs.yaml_file(args[0] if args else kwargs.get("file_"), os.path.dirname(it.model.path))
         if isinstance(loaded, Unknown):
@@ -422,6 +427,8 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return args[0] if name == "scale" and args else None
     if isinstance(obj, str):
         return configs.str_method(obj, name, args, kwargs)
+    if isinstance(obj, Obj) and obj.type == "HFTrainer" and name == "train":
+        return hf_train(it, obj, node)
     if isinstance(obj, Obj) and obj.type == "Trainer" and name == "fit" and args and isinstance(args[0], Module):
         return lightning_fit(it, obj, args[0], args[1:], kwargs, node)
     if isinstance(obj, configs.Parser):
