@@ -109,11 +109,13 @@ def test_omegaconf_load_reads_the_projects_yaml(tmp_path: Path) -> None:
     report = estimate(tmp_path, main, "from omegaconf import OmegaConf")
     assert report.complete, report.unknowns
     assert params(report) == 10 * 32 + 32 + 32 * 2 + 2
-    # a value the subset does not read (an interpolation) is unknown, never guessed: so is the layer built from it
+    # a value the subset does not read (an interpolation) is unknown, never guessed: so is the layer built from it,
+    # which names the value
     (tmp_path / "config.yaml").write_text("model:\n  hidden: ${width}\ntrain:\n  lr: 0.1\n  batch_size: 4\n")
     report = estimate(tmp_path, main, "from omegaconf import OmegaConf")
     assert not report.complete
-    assert any("`out_features` is not a known integer" in u.text for u in report.unknowns), [u.text for u in report.unknowns]
+    assert any("`out_features` is not a known integer (config value `config.yaml: model: hidden`)" in u.text
+               for u in report.unknowns), [u.text for u in report.unknowns]
     # and so is a file it cannot read
     (tmp_path / "config.yaml").write_text("model: &m\n  hidden: 32\n")
     assert not estimate(tmp_path, main, "from omegaconf import OmegaConf").complete
