@@ -304,7 +304,7 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
         assumptions.append(Assumption(f"optimizer {opt.kind}{' with momentum' if opt.momentum and opt.kind == 'SGD' else ''}"
                                       + (f" from {path}:{opt.line + 1}" if not options.optimizer else " (--optimizer)"),
                                       opt.line if not options.optimizer else None))
-    else:
+    elif not it.optimizer_unknown:
         assumptions.append(Assumption("no optimizer found: no optimizer state", None))
     if it.zero_grad_seen and it.zero_grad_set_to_none is False:
         assumptions.append(Assumption("zero_grad(set_to_none=False): gradients stay allocated through the step", None))

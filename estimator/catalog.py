@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from torch_preflight.estimator.values import Unknown
+
 # positional parameter names and defaults, as in torch.nn
 SIGNATURES: dict[str, tuple[tuple[str, Any], ...]] = {
     "Linear": (("in_features", None), ("out_features", None), ("bias", True)),
@@ -106,7 +108,8 @@ def tup(value: Any, n: int) -> tuple[Any, ...]:
 def _int(a: dict[str, Any], key: str) -> int:
     value = a.get(key)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CatalogError(f"`{key}` is not a known integer")
+        why = getattr(value, "reason", "") if isinstance(value, Unknown) else ""
+        raise CatalogError(f"`{key}` is not a known integer" + (f" ({why})" if why else ""))
     return value
 
 

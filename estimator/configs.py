@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ast
 import os.path
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch_preflight.estimator import yaml_config
 from torch_preflight.estimator.values import UNKNOWN, Obj, Qualified, Unknown
 
 # str methods that are pure functions of their (known) arguments
@@ -215,3 +217,80 @@ def os_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -
     if name in probes and len(args) == 1:
         return probes[name](project_path(args[0], base_dir))
     return UNKNOWN
+
+
+def config_value(data: Any, where: str) -> Any:
+    """YAML data as OmegaConf's DictConfig reads to the script: a mapping is an attribute config (`cfg.model.dim`, and
+    `cfg["model"]`), a value the YAML subset does not read is unknown, by its key and file."""
+    if isinstance(data, dict):
+        return Obj("config", {k: config_value(v, f"{where}: {k}") for k, v in data.items()})
+    if isinstance(data, list):
+        return [config_value(v, where) for v in data]
+    if data is yaml_config.UNKNOWN_SCALAR:
+        return Unknown(f"config value `{where}`")
+    return data
+
+
+def _yaml_data(path: str, base_dir: str) -> Any:
+    text = read_text(path, base_dir)
+    if not isinstance(text, str) or "@package" in text:  # a package directive places the file elsewhere
+        return None
+    return yaml_config.parse(text)
+
+
+def yaml_file(path: Any, base_dir: str) -> Any:
+    """`OmegaConf.load(path)` of a YAML file of the project."""
+    data = _yaml_data(path, base_dir) if isinstance(path, str) else None
+    if data is None:
+        return Unknown(f"the YAML config {path!r} (missing, or outside the YAML the estimator reads)" if isinstance(path, str)
+                       else "a YAML config whose path is not known")
+    return config_value(data, path)
+
+
+def hydra_config(config_path: Any, config_name: Any, base_dir: str, argv: list[str] | None) -> Any:
+    """The config `@hydra.main(config_path=..., config_name=...)` passes: the primary YAML file, its defaults list
+    (`- group: option` entries, each `config_path/group/option.yaml` under the key `group`) and the command line's
+    `key.sub=value` overrides. Anything else Hydra composes (packages, `override`, optional or nested defaults, a
+    group's key also set in the primary file) makes the config unknown rather than guessed."""
+    if not isinstance(config_name, str) or not (config_path is None or isinstance(config_path, str)):
+        return Unknown("the Hydra config (its path or name is not known)")
+    folder = config_path or ""  # relative to the script, as read_text opens it
+    name = config_name if config_name.endswith(".yaml") else config_name + ".yaml"
+    data = _yaml_data(os.path.join(folder, name), base_dir)
+    unknown = Unknown(f"the Hydra config {os.path.join(config_path or '', name)} (outside what the estimator composes)")
+    if not isinstance(data, dict):
+        return unknown
+    overrides: dict[str, str] = {}
+    for arg in argv or []:
+        key, sep, value = arg.lstrip("+").partition("=")
+        if not sep or arg.startswith(("-", "~")) or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            return unknown if sep or arg.startswith("~") else Unknown(f"the Hydra command line `{arg}`")
+        overrides[key] = value
+    groups = data.pop("defaults", [])
+    if not isinstance(groups, list):
+        return unknown
+    for entry in groups:
+        if entry == "_self_":
+            continue
+        if not (isinstance(entry, dict) and len(entry) == 1):
+            return unknown
+        (group, option), = entry.items()
+        option = overrides.pop(group, option)
+        if not (isinstance(option, str) and re.fullmatch(r"[A-Za-z_][\w-]*", group) and group not in data):
+            return unknown
+        sub = _yaml_data(os.path.join(folder, group, option + ".yaml"), base_dir)
+        if not isinstance(sub, dict):
+            return unknown
+        data[group] = sub
+    for key, value in overrides.items():
+        *parents, last = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return unknown
+        try:
+            node[last] = yaml_config.parse(f"v: {value}")["v"]  # type: ignore[index]
+        except (TypeError, KeyError):
+            return unknown
+    return config_value(data, os.path.join(config_path or "", name))

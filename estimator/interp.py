@@ -4,31 +4,38 @@ It runs module-level code, helper functions, `__init__` of nn.Module classes and
 `forward()` with tensors as shapes, never importing torch or the user's code. While a
 forward runs with gradients enabled, it records what autograd would save (per op, with
 the layer it belongs to) so the timeline can replay forward, backward and step.
+
+The Interpreter is this module (its state, bookkeeping and expressions) and the methods it inherits by kind:
+estimator.interp_stmts (statements), estimator.interp_calls (calls of the user's functions, classes and modules),
+estimator.interp_tensors (tensor operators, indexing, views, recording an op); estimator.scope holds its frames.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import operator
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from torch_preflight.core.names import ImportMap, dotted
-from torch_preflight.core.parse import parse
 from torch_preflight.core.project import ProjectView
-from torch_preflight.core.semantic import ModuleModel, build
-from torch_preflight.core.source import SourceText
-from torch_preflight.estimator import architectures, catalog, configs
-from torch_preflight.estimator.record import Op, Ops, Recorder, StepRecord, broadcast, dims_of, norm_dim, promote
+from torch_preflight.core.semantic import ModuleModel
+from torch_preflight.estimator import catalog, configs
+from torch_preflight.estimator.interp_calls import Calls
+from torch_preflight.estimator.interp_stmts import Statements
+from torch_preflight.estimator.interp_tensors import TensorSemantics
+from torch_preflight.estimator.record import Ops, Recorder, StepRecord
+from torch_preflight.estimator.scope import (
+    LONG_ITERABLE,
+    MAX_STEPS,
+    Budget,
+    Instance,
+    Scope,
+    _Return,
+)
 from torch_preflight.estimator.values import (
-    DTYPE_ALIASES,
     UNKNOWN,
     BoundMethod,
     ClassValue,
-    ContextValue,
     Dataset,
     Function,
     Loader,
@@ -39,68 +46,12 @@ from torch_preflight.estimator.values import (
     ParamValue,
     Qualified,
     Tensor,
-    Transform,
     Unknown,
     is_unknown,
 )
 
-MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast); the estimate passes its own
-FILE_LINES = 2_000  # `for line in f` reads a file of the project up to this many lines
-LONG_ITERABLE = 100_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
-# imported names from these packages are never looked for among the user's own modules
-LIBRARIES = {
-    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "math", "os", "sys", "random", "dataclasses", "typing",
-    "collections", "functools", "itertools", "argparse", "json", "time", "pathlib", "re", "copy", "logging", "warnings",
-    "transformers", "lightning", "pytorch_lightning", "timm", "einops", "tqdm", "wandb", "bitsandbytes", "accelerate",
-    "deepspeed", "datasets", "PIL", "scipy", "sklearn", "pandas", "hydra", "omegaconf", "yaml", "tensorboard",
-}
-FLOATS = ("float32", "float16", "bfloat16", "float64")
 
-
-class Budget(Exception):
-    """Too much work: the interpreter stops and the report is marked incomplete."""
-
-
-class _Return(Exception):
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-class _Break(Exception):
-    pass
-
-
-class _Continue(Exception):
-    pass
-
-
-class Scope:
-    def __init__(self, parent: Scope | None = None, imports: ImportMap | None = None, path: str = "") -> None:
-        self.vars: dict[str, Any] = {}
-        self.parent = parent
-        # the module this scope's code belongs to: its imports and its file (the estimated file, or
-        # one of the user's other modules that a model class was read from)
-        self.imports: ImportMap | None = imports if imports is not None or parent is None else parent.imports
-        self.path: str = path or (parent.path if parent is not None else "")
-
-    def lookup(self, name: str) -> Any:
-        scope: Scope | None = self
-        while scope is not None:
-            if name in scope.vars:
-                return scope.vars[name]
-            scope = scope.parent
-        raise KeyError(name)
-
-
-@dataclass
-class Instance:
-    module: Module
-    line: int
-    col: int
-    name: str  # the variable it was bound to, if any
-
-
-class Interpreter:
+class Interpreter(Statements, Calls, TensorSemantics):
     # what torch calls do: estimator.ops, a registry this class reads and never imports (the estimator package sets it)
     ops: Ops
 
@@ -130,6 +81,7 @@ class Interpreter:
         self.step_records: list[StepRecord] = []
         self.instances: list[Instance] = []
         self.optimizers: list[Optimizer] = []
+        self.optimizer_unknown = False  # an optimizer the script builds is not modelled (reported as unknown)
         self.zero_grad_set_to_none: bool | None = None
         self.zero_grad_seen = False
         self.zero_grad_after_forward = False  # `loss = model(x); opt.zero_grad(); loss.backward()`: last step's grads live through forward
@@ -230,528 +182,6 @@ class Interpreter:
             self.out_of_budget = True
             self.problem("the file is too large to interpret fully")
             self.steps_left = self.max_steps // 10  # enough to build the models the report names
-
-    def construct_class(self, cls: ClassValue, line: int, col: int) -> Any:
-        return self.call(cls, [], {}, None, line=line, col=col)
-
-    # ---- statements ---------------------------------------------------------------------------
-    def exec_block(self, stmts: list[ast.stmt], scope: Scope) -> None:
-        for stmt in stmts:
-            self.exec_stmt(stmt, scope)
-
-    def exec_stmt(self, node: ast.stmt, scope: Scope) -> None:
-        self.tick()
-        self.line = node.lineno - 1
-        self.scope = scope
-        try:
-            self._exec_stmt(node, scope)
-        except (_Return, _Break, _Continue, Budget):
-            raise
-        except RecursionError:
-            raise Budget from None
-        except Exception as exc:  # a bug or a gap in the interpreter: say so, and go on with the next statement
-            self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
-                         f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
-
-    def _exec_stmt(self, node: ast.stmt, scope: Scope) -> None:
-        if isinstance(node, ast.Expr):
-            self.eval(node.value, scope)
-        elif isinstance(node, ast.Assign):
-            value = self.eval(node.value, scope)
-            for target in node.targets:
-                self.assign(target, value, scope, node)
-        elif isinstance(node, ast.AnnAssign):
-            if node.value is not None:
-                self.assign(node.target, self.eval(node.value, scope), scope, node)
-        elif isinstance(node, ast.AugAssign):
-            current = self.eval(node.target, scope) if not isinstance(node.target, ast.Subscript) else UNKNOWN
-            value = self.binop(node.op, current, self.eval(node.value, scope), node, inplace=True)
-            self.assign(node.target, value, scope, node)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            fn: Any = Function(node, scope)
-            for dec in reversed(node.decorator_list):
-                name = self.qualify(dec, scope)
-                if name in ("property", "functools.cached_property"):
-                    fn = Obj("property", {"fget": fn})
-                elif isinstance(fn, Function) and {name, self.qualify(dec.func, scope) if isinstance(dec, ast.Call) else None} & {
-                        "torch.no_grad", "torch.inference_mode"}:
-                    fn.no_grad = True  # runs without recording: an evaluation helper
-                elif name in ("staticmethod", "classmethod", "functools.wraps"):
-                    continue
-            scope.vars[node.name] = fn
-        elif isinstance(node, ast.ClassDef):
-            scope.vars[node.name] = self.define_class(node, scope)
-        elif isinstance(node, ast.Return):
-            raise _Return(self.eval(node.value, scope) if node.value is not None else None)
-        elif isinstance(node, ast.If):
-            cond = self.truth(self.eval(node.test, scope))
-            if cond is None:
-                if self.in_script:
-                    self.guessed_block(node.body, scope)  # script code: take the main branch
-                else:
-                    taken = self.decide(node.test)
-                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
-                                 f"{'first' if taken else 'second'} branch", node)
-                    self.guessed_block(node.body if taken else node.orelse, scope)
-            elif cond:
-                self.exec_block(node.body, scope)
-            else:
-                self.exec_block(node.orelse, scope)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.exec_for(node, scope)
-        elif isinstance(node, ast.While):
-            if self.in_script and self.forward_depth == 0:
-                try:
-                    self.exec_block(node.body, scope)
-                except _Break:
-                    pass
-                except _Continue:
-                    pass
-            else:
-                self.problem("a while loop in model code is not modelled", node)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            self.exec_with(node, scope)
-        elif isinstance(node, ast.Try):
-            self.exec_block(node.body, scope)
-            self.exec_block(node.orelse, scope)
-            self.exec_block(node.finalbody, scope)
-        elif isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
-            self.import_star(node, scope)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                local = alias.asname or alias.name.split(".")[0]
-                # the import map knows the file's own imports; an exec'd file's are read from the statement
-                if isinstance(node, ast.Import):
-                    here = alias.name if alias.asname else local
-                elif node.module and not node.level:
-                    here = f"{node.module}.{alias.name}"
-                else:  # a relative import: the import map knows the package
-                    here = (scope.imports or self.model.imports).resolve(local) or local
-                scope.vars[local] = Qualified(here)
-        elif isinstance(node, ast.Break):
-            raise _Break
-        elif isinstance(node, ast.Continue):
-            raise _Continue
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    scope.vars.pop(target.id, None)
-        elif isinstance(node, (ast.Pass, ast.Global, ast.Nonlocal, ast.Assert, ast.Raise)):
-            pass
-        else:
-            self.problem(f"statement `{type(node).__name__}` is not modelled", node)
-
-    def exec_for(self, node: ast.For | ast.AsyncFor, scope: Scope) -> None:
-        iterable = self.eval(node.iter, scope)
-        items = self.iterate(iterable, node)
-        if items is None:
-            return
-        # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
-        # runs through (a configurator reading sys.argv, a list of layer sizes)
-        every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
-        for index, item in enumerate(items):
-            if self.in_script and self.forward_depth == 0 and index >= 1 and not every:
-                break
-            self.tick()
-            self.assign(node.target, item, scope, node)
-            try:
-                self.exec_block(node.body, scope)
-            except _Break:
-                return
-            except _Continue:
-                continue
-        else:
-            self.exec_block(node.orelse, scope)
-
-    def iterate(self, value: Any, node: ast.AST) -> list[Any] | None:
-        if isinstance(value, range):
-            if len(value) > 10_000 and not self.in_script:
-                raise Budget
-            return list(value)
-        if isinstance(value, (list, tuple)):
-            return list(value)
-        if isinstance(value, dict):
-            return [k for k in value if k != "__class__"]  # an instance's __dict__ holds its class for the interpreter
-        if isinstance(value, (set, frozenset)):
-            return sorted(value, key=repr)
-        if isinstance(value, str):
-            return list(value)
-        if isinstance(value, Obj) and value.type in ("enumerate", "zip"):
-            return value.attrs["items"]
-        if isinstance(value, Obj) and value.type == "items":
-            return value.attrs["items"]
-        if isinstance(value, Loader):
-            batch = self.loader_batch(value, node)
-            return [batch]
-        if isinstance(value, Module) and value.type in ("ModuleList", "Sequential"):
-            return list(value.children.values())
-        if isinstance(value, Module) and value.type == "ModuleDict":
-            return list(value.children)
-        if isinstance(value, Obj) and value.type == "file":  # `for line in f:` over a short text file of the project
-            text = configs.read_text(value.attrs["path"], os.path.dirname(self.model.path), value.attrs.get("mode", "r"))
-            lines = text.splitlines(keepends=True) if isinstance(text, str) else None
-            if lines is not None and len(lines) <= FILE_LINES:
-                return lines  # a longer one (a corpus read word by word) would take the whole work budget: unknown
-        if isinstance(value, Obj) and value.type == "parameters":
-            return [p for _, p in value.attrs["module"].named_parameters()]
-        if isinstance(value, Tensor):
-            if not value.shape:
-                return None
-            # a tensor iterates over its first dimension: as many items as it has rows (a batch of indices)
-            count = value.shape[0] if self.forward_depth == 0 and isinstance(value.shape[0], int) and value.shape[0] <= 4096 else 1
-            return [value.view(value.shape[1:]) for _ in range(count)]
-        if self.in_script:
-            return [UNKNOWN]
-        self.problem(f"cannot iterate `{ast.unparse(getattr(node, 'iter', node))[:40]}`", node)
-        return None
-
-    def exec_with(self, node: ast.With | ast.AsyncWith, scope: Scope) -> None:
-        saved = (self.grad_enabled, self.autocast)
-        for item in node.items:
-            value = self.eval(item.context_expr, scope)
-            if isinstance(value, ContextValue):
-                if value.kind == "no_grad":
-                    self.grad_enabled = False
-                elif value.kind == "enable_grad":
-                    self.grad_enabled = True
-                elif value.kind == "autocast" and value.enabled:
-                    self.autocast = value.dtype or ("float16" if self.device == "cuda" else "bfloat16")
-                    self.assume(f"autocast {self.autocast}", node.lineno - 1)
-            if item.optional_vars is not None:
-                self.assign(item.optional_vars, value, scope, node)
-        try:
-            self.exec_block(node.body, scope)
-        finally:
-            self.grad_enabled, self.autocast = saved
-            if self.force_autocast:
-                self.autocast = self.force_autocast
-
-    def assign(self, target: ast.expr, value: Any, scope: Scope, node: ast.AST) -> None:
-        if isinstance(target, ast.Name):
-            scope.vars[target.id] = value
-            if self.in_script and self.forward_depth == 0 and isinstance(value, Module) and not getattr(value, "_registered", False):
-                if value.type not in catalog.LOSSES:
-                    value._registered = True  # type: ignore[attr-defined]
-                    self.instances.append(Instance(value, getattr(node, "lineno", 1) - 1, getattr(node, "col_offset", 0), target.id))
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            starred = any(isinstance(elt, ast.Starred) for elt in target.elts)
-            values = self.unpack(value, len(target.elts), node, exact=not starred)
-            for elt, v in zip(target.elts, values, strict=False):
-                if isinstance(elt, ast.Starred):
-                    self.assign(elt.value, UNKNOWN, scope, node)
-                else:
-                    self.assign(elt, v, scope, node)
-        elif isinstance(target, ast.Attribute):
-            obj = self.eval(target.value, scope)
-            self.setattr(obj, target.attr, value, node)
-        elif isinstance(target, ast.Subscript):
-            obj = self.eval(target.value, scope)
-            key = self.eval(target.slice, scope)
-            if isinstance(obj, (list, dict)) and not is_unknown(key):
-                try:
-                    obj[key] = value
-                except (IndexError, TypeError):
-                    pass
-            elif isinstance(obj, Module) and obj.type == "ModuleDict" and isinstance(value, Module):
-                obj.children[str(key)] = value
-
-    def unpack(self, value: Any, n: int, node: ast.AST, exact: bool = False) -> list[Any]:
-        if exact and isinstance(value, Obj) and value.type == "shape" and len(value.attrs["dims"]) != n:
-            # `b, n, d = x.shape` on a tensor of another rank: a ValueError at run time when the shape is
-            # known, and nothing known about b, n, d either way
-            if self.checker is not None:
-                self.checker.unpack(value, n, node)
-            self.problem(f"unpacking a {len(value.attrs['dims'])}-D shape into {n} names", node)
-            return [UNKNOWN] * n
-        if isinstance(value, (tuple, list)):
-            return list(value) + [UNKNOWN] * (n - len(value))
-        if isinstance(value, Tensor):
-            if value.shape and value.shape[0] == n:
-                return [value.view(value.shape[1:]) for _ in range(n)]
-            return [UNKNOWN] * n
-        if isinstance(value, Obj) and value.type == "shape":
-            return list(value.attrs["dims"])
-        return [UNKNOWN] * n
-
-    def setattr(self, obj: Any, name: str, value: Any, node: ast.AST) -> None:
-        if isinstance(obj, Module):
-            if isinstance(value, Module):
-                obj.children[name] = value
-                obj.attrs.pop(name, None)
-            elif isinstance(value, ParamValue):
-                if value.owner is not None and value.owner is not obj:
-                    if name in obj.params:
-                        obj.tied.add(name)  # weight tying: counted once, at its owner
-                    else:
-                        obj.attrs[name] = value
-                else:
-                    obj.params[name] = value.shape
-                    value.owner, value.name = obj, name
-            else:
-                if name in obj.children and value is None:
-                    del obj.children[name]
-                obj.attrs[name] = value
-        elif isinstance(obj, Obj):
-            obj.attrs[name] = value
-
-    # ---- classes -------------------------------------------------------------------------------
-    def define_class(self, node: ast.ClassDef, scope: Scope) -> ClassValue:
-        bases = tuple(self.eval(b, scope) for b in node.bases)
-        bases = tuple(self.user_value(b.name) or b if isinstance(b, Qualified) else b for b in bases)
-        is_module = any(
-            (isinstance(b, Qualified) and b.name in ("torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
-                                                      "lightning.LightningModule", "lightning.pytorch.LightningModule",
-                                                      "torch.nn.Sequential", "torch.nn.modules.container.Sequential"))
-            or (isinstance(b, Qualified) and b.name.startswith("torch.nn.") and b.name.rsplit(".", 1)[-1] in catalog.SIGNATURES)
-            or (isinstance(b, ClassValue) and b.is_module)
-            for b in bases
-        )
-        is_dc = any(self.qualify(d.func if isinstance(d, ast.Call) else d, scope) in ("dataclasses.dataclass", "dataclass") for d in node.decorator_list)
-        cls = ClassValue(node, scope, bases, is_module, is_dc)
-        body_scope = Scope(scope)
-        saved_script = self.in_script
-        self.in_script = 0
-        try:
-            for stmt in node.body:
-                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                    cls.attrs.setdefault("__fields__", []).append(stmt.target.id)
-                    if stmt.value is not None:
-                        default = self.eval(stmt.value, body_scope)
-                        if isinstance(default, Obj) and default.type == "field":
-                            default = default.attrs.get("default", UNKNOWN)
-                        cls.attrs[stmt.target.id] = default
-                        body_scope.vars[stmt.target.id] = default
-                    continue
-                self.exec_stmt(stmt, body_scope)
-        finally:
-            self.in_script = saved_script
-        for name, value in body_scope.vars.items():
-            fn = value.attrs.get("fget") if isinstance(value, Obj) and value.type == "property" else value
-            if isinstance(fn, Function):
-                fn.owner = cls
-                if fn.env is body_scope:
-                    fn.env = scope  # as in Python, a method does not see the class body's names (`next` is the builtin)
-            cls.attrs.setdefault(name, value)
-        if scope.path == self.model.path:
-            self.classes[node.name] = cls  # the file's own classes (the fallback models when nothing is trained)
-        return cls
-
-    def instantiate(self, cls: ClassValue, args: list[Any], kwargs: dict[str, Any], line: int, col: int) -> Any:
-        if cls.is_module:
-            mod = Module(cls.name, line, col, cls=cls)
-            mod.file = self.foreign_file()
-            mod.doubtful = self.guessing > 0
-            init = cls.lookup("__init__")
-            if isinstance(init, Function):
-                saved = (self.in_script, self.forward_depth)
-                before = len(self.problems)
-                self.in_script = 0
-                try:
-                    self.call_function(init, [mod, *args], kwargs)
-                finally:
-                    self.in_script, self.forward_depth = saved
-                if len(self.problems) != before:
-                    mod.doubtful = True  # part of __init__ could not be read
-            if self.dtype_override and self.dtype_override != "float32":
-                pass
-            return mod
-        obj = Obj(cls.name)
-        if cls.is_dataclass or (cls.lookup("__init__") is None and "__fields__" in cls.attrs):
-            fields = self.all_fields(cls)
-            for name in fields:
-                default = cls.lookup(name)
-                obj.attrs[name] = default if default is not None else UNKNOWN
-            for name, value in zip(fields, args, strict=False):
-                obj.attrs[name] = value
-            obj.attrs.update(kwargs)
-            post = cls.lookup("__post_init__")
-            if isinstance(post, Function):
-                self.call_function(post, [obj], {})
-            obj.attrs["__class__"] = cls
-            return obj
-        obj.attrs["__class__"] = cls
-        init = cls.lookup("__init__")
-        if isinstance(init, Function):
-            saved_script = self.in_script
-            self.in_script = 0
-            try:
-                self.call_function(init, [obj, *args], kwargs)
-            finally:
-                self.in_script = saved_script
-        return obj
-
-    def all_fields(self, cls: ClassValue) -> list[str]:
-        names: list[str] = []
-        for base in cls.bases:
-            if isinstance(base, ClassValue):
-                names.extend(self.all_fields(base))
-        names.extend(n for n in cls.attrs.get("__fields__", []) if n not in names)
-        return names
-
-    # ---- functions -----------------------------------------------------------------------------
-    def call_function(self, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if fn.no_grad and self.grad_enabled:
-            self.grad_enabled = False
-            try:
-                return self.call_function(fn, args, kwargs)
-            finally:
-                self.grad_enabled = True
-        path = getattr(fn.env, "path", "") or self.cur_path
-        if path == self.cur_path:
-            return self._call_function(fn, args, kwargs)
-        saved, self.cur_path = self.cur_path, path
-        try:
-            return self._call_function(fn, args, kwargs)
-        finally:
-            self.cur_path = saved
-
-    def _call_function(self, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        self.tick()
-        node = fn.node
-        scope = Scope(fn.env)
-        a = node.args
-        positional = [*a.posonlyargs, *a.args]
-        defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-        for i, (param, default) in enumerate(zip(positional, defaults, strict=False)):
-            if i < len(args):
-                scope.vars[param.arg] = args[i]
-            elif param.arg in kwargs:
-                scope.vars[param.arg] = kwargs.pop(param.arg)
-            elif default is not None:
-                scope.vars[param.arg] = self.eval(default, fn.env)
-            else:
-                scope.vars[param.arg] = Unknown(f"argument `{param.arg}`")
-        if a.vararg:
-            scope.vars[a.vararg.arg] = tuple(args[len(positional):])
-        for param, default in zip(a.kwonlyargs, a.kw_defaults, strict=False):
-            if param.arg in kwargs:
-                scope.vars[param.arg] = kwargs.pop(param.arg)
-            else:
-                scope.vars[param.arg] = self.eval(default, fn.env) if default is not None else UNKNOWN
-        if a.kwarg:
-            scope.vars[a.kwarg.arg] = dict(kwargs)
-        if isinstance(node, ast.Lambda):
-            return self.eval(node.body, scope)
-        try:
-            self.exec_block(node.body, scope)
-        except _Return as ret:
-            return ret.value
-        except (_Break, _Continue):
-            return None
-        return None
-
-    # ---- expressions ---------------------------------------------------------------------------
-    def qualify(self, node: ast.AST, scope: Scope | None = None) -> str | None:
-        name = dotted(node)
-        imports = scope.imports if scope is not None and scope.imports is not None else self.model.imports
-        return imports.resolve(name) if name else None
-
-    # ---- the user's other modules ----------------------------------------------------------------
-    def user_value(self, qualified: str) -> Any:
-        """`models.UNet` imported from the user's own module (`from models import UNet`): the value
-        that module's top level binds to the name, its top level run once, like an import; None when
-        the name is not one of the project's modules (libraries, unresolved imports)."""
-        module, _, name = qualified.rpartition(".")
-        module = module.lstrip(".")  # a relative import (`from .parts import Down`): looked for beside the importer, then above
-        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
-            return None
-        key = (self.cur_path, qualified)
-        if key in self.user_values:
-            return self.user_values[key]
-        self.user_values[key] = None  # a cycle resolves to nothing
-        try:
-            model = self.project.project.module(self.cur_path, module, self.project.used)
-        except Exception:  # the project lookup is best effort
-            model = None
-        value = None
-        if model is not None and model.tree is not None and model.path != self.model.path:
-            scope = self.load_module(model, module)
-            value = scope.vars.get(name) if scope is not None else None
-            if isinstance(value, Qualified):  # re-exported: `from .layers import Block` in a package __init__
-                saved, self.cur_path = self.cur_path, model.path
-                try:
-                    value = self.user_value(value.name)
-                finally:
-                    self.cur_path = saved
-        self.user_values[key] = value
-        return value
-
-    def library_value(self, qualified: str) -> Any:
-        """A model function or class of a library (`torchvision.models.resnet50`) from the bundled catalog of common
-        architectures (estimator.architectures), read like a user module; None when the catalog does not hold it."""
-        found = architectures.library_source(qualified)
-        if found is None:
-            return None
-        module, name = found
-        path = f"<{module}>"
-        if path not in self.user_modules:
-            source = SourceText(architectures.source(module))
-            self.load_module(build(parse(source).tree, source, path), module)
-        scope = self.user_modules.get(path)
-        self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
-        return scope.vars.get(name) if scope is not None else None
-
-    def import_star(self, node: ast.ImportFrom, scope: Scope) -> None:
-        """`from models import *` / `from .parts import *` of the user's own module: its public names (or its
-        `__all__`), its top level run once; a library's star import binds nothing the estimate can use."""
-        module = (node.module or "").lstrip(".")
-        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
-            return
-        try:
-            model = self.project.project.module(self.cur_path, module, self.project.used)
-        except Exception:  # the project lookup is best effort
-            model = None
-        other = self.load_module(model, module) if model is not None and model.tree is not None and model.path != self.model.path else None
-        if other is None:
-            self.problem(f"`from {'.' * node.level}{node.module or ''} import *`: the module was not found", node)
-            return
-        names = other.vars.get("__all__")
-        public = [n for n in names if isinstance(n, str)] if isinstance(names, list) else [n for n in other.vars if not n.startswith("_")]
-        for name in public:
-            if name in other.vars:
-                scope.vars[name] = other.vars[name]
-
-    def module_vars(self) -> dict[str, Any]:
-        """`globals()`: the running module's variables, live (a configurator assigns through it)."""
-        scope = self.user_modules.get(self.cur_path) if self.cur_path != self.model.path else None
-        return (scope or self.globals).vars
-
-    def exec_file(self, path: str, node: ast.AST | None) -> None:
-        """`exec(open(path).read())`: read that file of the project and run it in the script's globals (a
-        configurator); lines in it are reported as that file's."""
-        full = configs.project_path(path, os.path.dirname(self.model.path))
-        try:
-            with open(full, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), full)
-        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-            self.problem(f"exec() of `{path}`, which could not be read", node)
-            return
-        saved, self.cur_path = self.cur_path, full
-        try:
-            self.exec_block(tree.body, self.globals)
-        finally:
-            self.cur_path = saved
-
-    def foreign_file(self) -> str:
-        """The running file when it is one of the user's other modules, else ""."""
-        return self.cur_path if self.cur_path != self.model.path else ""
-
-    def load_module(self, model: ModuleModel, name: str) -> Scope | None:
-        if model.path in self.user_modules:
-            return self.user_modules[model.path]
-        self.user_modules[model.path] = None
-        scope = Scope(imports=model.imports, path=model.path)
-        scope.vars["__name__"] = name
-        saved = (self.in_script, self.cur_path)
-        self.in_script, self.cur_path = 0, model.path
-        try:
-            self.exec_block(model.tree.body, scope)  # type: ignore[union-attr]
-        except (_Return, _Break, _Continue):
-            pass
-        finally:
-            self.in_script, self.cur_path = saved
-        self.user_modules[model.path] = scope
-        return scope
 
     def truth(self, value: Any) -> bool | None:
         if is_unknown(value) or isinstance(value, (Tensor, Obj, Qualified)):
@@ -934,6 +364,8 @@ class Interpreter:
         if isinstance(value, Tensor):
             return self.tensor_index(value, slice_node, scope)
         key = self.eval(slice_node, scope)
+        if isinstance(value, Obj) and value.type == "config" and isinstance(key, str):  # a YAML config: cfg["model"]
+            return value.attrs.get(key, Unknown(f"config value `{key}`"))
         if isinstance(value, Module):
             items = list(value.children.values())
             if value.type == "ModuleDict":
@@ -1010,7 +442,7 @@ class Interpreter:
                 found = self._class_attribute(cls, name, base)
                 if found is not None:
                     return found
-            if base.type in ("Namespace", "SimpleNamespace", "dict", "config"):
+            if base.type in ("Namespace", "SimpleNamespace", "dict", "config") and not (base.type == "config" and name == "get"):
                 return Unknown(f"config value `{name}`")
             return MethodRef(base, name)
         if isinstance(base, ClassValue):
@@ -1184,294 +616,6 @@ class Interpreter:
         _ = started
         return out
 
-    def param_tensor(self, p: ParamValue) -> Tensor:
-        dtype = p.owner.dtype if p.owner is not None else "float32"
-        t = Tensor(p.shape, dtype, requires_grad=True, external=True, is_param=True)
-        t._owner = p.owner  # type: ignore[attr-defined]
-        return t
-
-    # ---- tensor primitives (used by ops) ---------------------------------------------------------
-    def tensor_view(self, t: Tensor, name: str, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return _view(self, t, name, *args, **kwargs)
-        except (TypeError, IndexError, KeyError, ValueError, ZeroDivisionError):
-            self.problem(f"tensor.{name}() with arguments that are not known")
-            return UNKNOWN
-
-    def loader_batch(self, loader: Loader, node: ast.AST) -> Any:
-        b = loader.batch_size
-        if self.batch_override:
-            self.assume(f"batch_size={b} (--batch-size)", None)
-        elif loader.batch_known:  # an unknown batch size is reported as unknown where the loader is built
-            self.assume(f"batch_size={b}", loader.line, loader.file)
-        if self.input_shape is not None:
-            return (Tensor((b, *self.input_shape), external=True), Tensor((b,), "int64", external=True))
-        if loader.dataset is None:
-            self.problem("the DataLoader's dataset is not known (pass --input-shape)", node)
-            return UNKNOWN
-        guessed = loader.guessed or loader.dataset.guessed or self.guessing > 0
-        items = tuple(Tensor((b, *shape), dtype, external=True, guessed=guessed) for shape, dtype in loader.dataset.sample)
-        return items if len(items) != 1 else items[0]
-
-    def record(self, out: Tensor, inputs: list[Any], saved: list[Tensor], params: Module | None = None,
-               extra_transient: int = 0, recompute: int = 0, backward_transient: int = 0) -> Tensor:
-        """Register one autograd op producing `out`; mark `out` as requiring grad when it does."""
-        tensors = [t for t in inputs if isinstance(t, Tensor)]
-        owners = [t._owner for t in tensors if t.is_param and getattr(t, "_owner", None) is not None]  # type: ignore[attr-defined]
-        has_params = (params is not None and params.own_param_count() > 0) or bool(owners)
-        requires = any(t.requires_grad and not t.is_param for t in tensors) or has_params
-        rec = self.recorder
-        if not (self.grad_enabled and requires and rec is not None):
-            return out
-        out.requires_grad = True
-        layer = rec.stack[-1] if rec.stack else None
-        layer_name = layer.name if layer is not None else ""
-        entries: list[tuple[int, int]] = []
-        for t in saved:
-            if t.external or t.is_param or t.storage is None:
-                continue
-            sid = t.storage.id
-            entries.append((sid, t.storage.nbytes))
-            if sid not in rec.saved:
-                rec.saved[sid] = (t.storage.nbytes, layer_name)
-                if layer is not None:
-                    layer.saved_bytes += t.storage.nbytes
-        grads: list[tuple[int, int]] = []
-        for m in {id(m): m for m in [*([params] if params is not None else []), *owners]}.values():
-            grads.extend((m.id * 1000 + i, size * 4 if m.dtype == "float32" else size * 2) for i, size in enumerate(m.own_param_sizes()))
-        # autocast's cast copies of weights: their gradient (in the cast dtype) is converted to the
-        # parameter's dtype by the cast's own backward node, after this op's backward has released
-        # what it saved; it does not flow on to the ops before this one
-        casts = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param and getattr(t, "_owner", None) is not None)
-        in_grad = sum(t.nbytes for t in tensors if t.requires_grad and not t.is_param) - casts
-        in_grads = [(t.storage.id if t.storage is not None else 0, t.nbytes) for t in tensors
-                    if t.requires_grad and not t.is_param and getattr(t, "_owner", None) is None]
-        rec.ops.append(Op(layer_name, entries, out.nbytes, in_grad, grads, out.nbytes + extra_transient, recompute, backward_transient, casts,
-                          out.storage.id if out.storage is not None else 0, in_grads))
-        return out
-
-    def elementwise(self, inputs: list[Tensor], shape: tuple[int, ...], kind: str, saved: list[Tensor] | None = None) -> Tensor:
-        dtype = next((t.dtype for t in inputs if isinstance(t, Tensor) and t.dtype in FLOATS), None)
-        dtype = dtype or next((t.dtype for t in inputs if isinstance(t, Tensor)), "float32")
-        out = Tensor(shape, dtype)
-        return self.record(out, list(inputs), saved or [])
-
-    def tensor_binop(self, op: ast.operator, left: Any, right: Any, inplace: bool) -> Any:
-        lt, rt = isinstance(left, Tensor), isinstance(right, Tensor)
-        shape = broadcast(left.shape if lt else (), right.shape if rt else ())
-        if shape is None:
-            self.problem("tensor shapes do not broadcast")
-            return UNKNOWN
-        tensors = [t for t in (left, right) if isinstance(t, Tensor)]
-        saved: list[Tensor] = []
-        if isinstance(op, ast.Mult):
-            if lt and rt:
-                saved = [t for t in (left, right) if t.requires_grad or (left.requires_grad or right.requires_grad)]
-                saved = [right] if left.requires_grad and not right.requires_grad else [left] if right.requires_grad and not left.requires_grad else [left, right]
-        elif isinstance(op, ast.Div) and rt:
-            saved = [left, right] if lt else [right]
-        elif isinstance(op, ast.Pow):
-            saved = [left] if lt else []
-        out = self.elementwise(tensors, shape, "binop", saved)
-        if lt and rt and left.dtype != right.dtype:
-            out.dtype = promote(left.dtype, right.dtype)
-        elif lt and not rt:
-            out.dtype = left.dtype if not isinstance(right, float) or left.dtype in FLOATS else "float32"
-        if inplace and lt and not left.requires_grad and shape == left.shape:
-            return left
-        return out
-
-    def matmul(self, left: Any, right: Any) -> Any:
-        if isinstance(left, ParamValue):
-            left = self.param_tensor(left)
-        if isinstance(right, ParamValue):
-            right = self.param_tensor(right)
-        if not (isinstance(left, Tensor) and isinstance(right, Tensor)):
-            return UNKNOWN
-        a, b = left.shape, right.shape
-        if len(a) == 0 or len(b) == 0:
-            return UNKNOWN
-        if len(b) == 1:
-            shape = a[:-1]
-        elif len(a) == 1:
-            shape = b[:-2] + b[-1:]
-        else:
-            batch = broadcast(a[:-2], b[:-2])
-            if batch is None or a[-1] != b[-2]:
-                self.problem(f"matmul shapes {a} @ {b} do not match")
-                return UNKNOWN
-            shape = (*batch, a[-2], b[-1])
-        left, right = self.autocast_inputs([left, right])
-        out = Tensor(shape, promote(left.dtype, right.dtype))
-        # a non-contiguous operand is copied before the bmm, and the copy is what gets saved
-        saved = [t if t.contiguous else Tensor(t.shape, t.dtype) for t in (left, right)]
-        return self.record(out, [left, right], saved)
-
-    def autocast_inputs(self, tensors: list[Tensor]) -> list[Tensor]:
-        """Under autocast, matmul-class ops run on casts of their float32 inputs (weights cached)."""
-        if not self.autocast or not self.grad_enabled:
-            return tensors
-        out: list[Tensor] = []
-        for t in tensors:
-            if t.dtype != "float32":
-                out.append(t)
-                continue
-            if t.is_param and self.recorder is not None:
-                key = id(getattr(t, "_owner", t)) * 31 + hash(t.shape)
-                cached = self.recorder.weight_casts.get(key)
-                if cached is None:
-                    cached = Tensor(t.shape, self.autocast, requires_grad=True)
-                    cached._owner = getattr(t, "_owner", None)  # type: ignore[attr-defined]
-                    self.recorder.weight_casts[key] = cached
-                out.append(cached)
-            else:
-                cast = Tensor(t.shape, self.autocast, requires_grad=t.requires_grad)
-                out.append(cast)
-        return out
-
-    def tensor_index(self, t: Tensor, slice_node: ast.AST, scope: Scope) -> Any:
-        items = list(slice_node.elts) if isinstance(slice_node, ast.Tuple) else [slice_node]
-        shape = list(t.shape)
-        out: list[int] = []
-        dim = 0
-        copy = False
-        for item in items:
-            if isinstance(item, ast.Constant) and item.value is Ellipsis:
-                rest = len(items) - items.index(item) - 1
-                keep = len(shape) - dim - sum(1 for i in items[items.index(item) + 1:] if not (isinstance(i, ast.Constant) and i.value is None))
-                out.extend(shape[dim:dim + keep])
-                dim += keep
-                _ = rest
-                continue
-            if isinstance(item, ast.Constant) and item.value is None:
-                out.append(1)
-                continue
-            if dim >= len(shape):
-                return UNKNOWN
-            if isinstance(item, ast.Slice):
-                lo = self.eval(item.lower, scope) if item.lower else None
-                hi = self.eval(item.upper, scope) if item.upper else None
-                st = self.eval(item.step, scope) if item.step else None
-                if any(is_unknown(v) or isinstance(v, Tensor) for v in (lo, hi, st)):
-                    width = _offset_width(item, lambda e: self.eval(e, scope))
-                    if width is None or st is not None:
-                        return UNKNOWN
-                    out.append(min(width, shape[dim]))  # x[i:i + k]: k wide, wherever i is (a window of a sequence)
-                    dim += 1
-                    continue
-                out.append(len(range(*slice(lo, hi, st).indices(shape[dim]))))
-                dim += 1
-                continue
-            value = self.eval(item, scope)
-            if isinstance(value, int):
-                dim += 1
-                continue
-            if isinstance(value, Tensor):
-                copy = True
-                if value.dtype == "bool":
-                    return UNKNOWN
-                out.extend(value.shape)
-                dim += 1
-                continue
-            return UNKNOWN
-        out.extend(shape[dim:])
-        if copy:
-            return self.elementwise([t], tuple(out), "index")
-        return t.view(tuple(out), contiguous=False if tuple(out) != t.shape[len(t.shape) - len(out):] else t.contiguous)
-
-
-def _view(it: Interpreter, t: Tensor, name: str, *args: Any, **kwargs: Any) -> Any:
-    shape = list(t.shape)
-    n = len(shape)
-    if name in ("view", "reshape"):
-        dims = dims_of(list(args)) if args else list(kwargs.get("shape", ()))
-        if any(not isinstance(d, int) for d in dims):
-            return UNKNOWN
-        raw = list(dims)
-        if -1 in dims:
-            known = math.prod(d for d in dims if d != -1)
-            dims = [t.numel // known if d == -1 else d for d in dims]
-        if it.checker is not None and not it.checker.view(t, name, raw):
-            it.problem(f"cannot view {tuple(shape)} as {tuple(dims)}")
-            return UNKNOWN
-        if math.prod(dims) != t.numel:
-            it.problem(f"cannot view {tuple(shape)} as {tuple(dims)}")
-            return UNKNOWN
-        if name == "reshape" and not t.contiguous:
-            return it.record(Tensor(tuple(dims), t.dtype), [t], [])
-        return t.view(tuple(dims))
-    if name in ("view_as", "reshape_as", "expand_as"):
-        other = args[0] if args else None
-        return t.view(other.shape, contiguous=name != "expand_as") if isinstance(other, Tensor) else UNKNOWN
-    if name == "expand":
-        dims = dims_of(list(args))
-        dims = [shape[i - (len(dims) - n)] if d == -1 else d for i, d in enumerate(dims)]
-        return t.view(tuple(dims), contiguous=False) if all(isinstance(d, int) for d in dims) else UNKNOWN
-    if name == "repeat":
-        dims = dims_of(list(args))
-        base = [1] * (len(dims) - n) + shape
-        return it.elementwise([t], tuple(b * d for b, d in zip(base, dims, strict=False)), "repeat")
-    if name == "flatten":
-        start = args[0] if args else kwargs.get("start_dim", 0)
-        end = args[1] if len(args) > 1 else kwargs.get("end_dim", -1)
-        if n == 0:
-            return t.view((1,))
-        start, end = norm_dim(start, n), norm_dim(end, n)
-        new = (*shape[:start], math.prod(shape[start:end + 1]), *shape[end + 1:])
-        if not t.contiguous:
-            return it.record(Tensor(new, t.dtype), [t], [])
-        return t.view(new)
-    if name == "unflatten":
-        dim, sizes = args[0], list(args[1])
-        dim = norm_dim(dim, n)
-        if -1 in sizes:
-            known = math.prod(s for s in sizes if s != -1)
-            sizes = [shape[dim] // known if s == -1 else s for s in sizes]
-        return t.view((*shape[:dim], *sizes, *shape[dim + 1:]))
-    if name in ("transpose", "swapaxes"):
-        d0, d1 = (norm_dim(args[0], n), norm_dim(args[1], n)) if len(args) >= 2 else (0, 1)
-        shape[d0], shape[d1] = shape[d1], shape[d0]
-        return t.view(tuple(shape), contiguous=False)
-    if name in ("t", "mT"):
-        return t.view(tuple(shape[:-2] + shape[-2:][::-1]), contiguous=False)
-    if name == "permute":
-        dims = dims_of(list(args))
-        return t.view(tuple(shape[norm_dim(d, n)] for d in dims), contiguous=False)
-    if name == "movedim":
-        src, dst = norm_dim(args[0], n), norm_dim(args[1], n)
-        d = shape.pop(src)
-        shape.insert(dst, d)
-        return t.view(tuple(shape), contiguous=False)
-    if name == "unsqueeze":
-        d = norm_dim(args[0] if args else kwargs["dim"], n + 1)
-        return t.view((*shape[:d], 1, *shape[d:]), contiguous=t.contiguous)
-    if name == "squeeze":
-        if args:
-            d = norm_dim(args[0], n)
-            return t.view(tuple(s for i, s in enumerate(shape) if not (i == d and s == 1)))
-        return t.view(tuple(s for s in shape if s != 1))
-    if name in ("chunk", "split", "unbind"):
-        dim = norm_dim(kwargs.get("dim", args[1] if len(args) > 1 else 0), n)
-        if name == "unbind":
-            dim = norm_dim(args[0] if args else 0, n)
-            return tuple(t.view((*shape[:dim], *shape[dim + 1:]), contiguous=False) for _ in range(shape[dim]))
-        if name == "chunk":
-            k = args[0]
-            size = -(-shape[dim] // k)
-            sizes = [size] * (shape[dim] // size) + ([shape[dim] % size] if shape[dim] % size else [])
-        else:
-            arg = args[0]
-            if isinstance(arg, int):
-                sizes = [arg] * (shape[dim] // arg) + ([shape[dim] % arg] if shape[dim] % arg else [])
-            else:
-                sizes = list(arg)
-        return tuple(t.view((*shape[:dim], s, *shape[dim + 1:]), contiguous=dim == 0 and t.contiguous) for s in sizes)
-    if name == "narrow":
-        dim, _, length = args
-        shape[norm_dim(dim, n)] = length
-        return t.view(tuple(shape), contiguous=False)
-    return UNKNOWN
-
 
 def iter_modules(mod: Module) -> Iterator[Module]:
     yield from mod.modules()
@@ -1487,40 +631,6 @@ COMPARE = {
     ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
-def _offset_width(item: ast.Slice, evaluate: Any) -> int | None:
-    """The width of `x[a:a + k]`, `x[i + 1:i + k + 1]` and the like: upper minus lower, their common unknown terms
-    cancelled and the rest known integers; None for other slices."""
-    if item.lower is None or item.upper is None:
-        return None
-    upper, lower = _terms(item.upper), _terms(item.lower)
-    for t in [t for t in lower if isinstance(t, str)]:
-        if t in upper:  # `i` on both sides: whatever it is, it cancels
-            upper.remove(t)
-            lower.remove(t)
-    width = 0
-    for terms, sign in ((upper, 1), (lower, -1)):
-        for t in terms:
-            value = t if isinstance(t, int) else evaluate(ast.parse(t.lstrip("-"), mode="eval").body)
-            if not isinstance(value, int) or isinstance(value, bool):
-                return None
-            width += sign * (-value if isinstance(t, str) and t.startswith("-") else value)
-    return width if width >= 0 else None
-
-
-def _terms(node: ast.expr, sign: int = 1) -> list[Any]:
-    """`i + block_size + 1` -> ['i', 'block_size', 1]: an additive expression's terms, constants as ints, the rest as
-    source text ('-' in front when subtracted)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-        return _terms(node.left, sign) + _terms(node.right, sign if isinstance(node.op, ast.Add) else -sign)
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return [sign * node.value]
-    return [("-" if sign < 0 else "") + ast.unparse(node)]
-
-
-def _trains(node: ast.AST) -> bool:
-    """Whether a loop's body calls backward() or step() itself."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
-               for n in ast.walk(node))
 
 
 BUILTINS = {
@@ -1528,4 +638,3 @@ BUILTINS = {
     "getattr", "hasattr", "setattr", "sum", "abs", "round", "str", "bool", "sorted", "reversed", "any", "all", "iter", "next",
     "type", "open", "map", "set", "divmod", "pow", "vars", "globals", "exec",
 }
-_ = (math, DTYPE_ALIASES, Dataset, Loader, Optimizer, Transform, ContextValue)

@@ -55,6 +55,9 @@ class Recorder:
     autocast: str | None = None
     batch: list[Tensor] = field(default_factory=list)
     cublaslt: bool = False  # a GEMM of the step took cuBLASLt (addmm with a bias): its workspace is allocated
+    # storage id -> (number of ops recorded when the last variable holding it was rebound or went out of scope,
+    # bytes): a tensor a function keeps in a local variable (`emb = self.wte(idx)`) is live until then
+    released: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass

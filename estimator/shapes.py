@@ -23,7 +23,8 @@ from typing import Any
 from torch_preflight.core.memory import ShapeMismatch, ShapeStep
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Span
-from torch_preflight.estimator.interp import Budget, Interpreter
+from torch_preflight.estimator.interp import Interpreter
+from torch_preflight.estimator.scope import Budget
 from torch_preflight.estimator.values import MethodRef, Module, Qualified, Tensor
 
 __all__ = ["ShapeChecker", "check_shapes"]
@@ -243,7 +244,7 @@ class ShapeChecker:
         return ok
 
     def binop(self, op: ast.operator, left: Any, right: Any, node: ast.AST) -> bool:
-        from torch_preflight.estimator.interp import broadcast
+        from torch_preflight.estimator.record import broadcast
 
         if not (isinstance(left, Tensor) and isinstance(right, Tensor)):
             return True

@@ -93,20 +93,38 @@ def simulate(
         # forward: saved tensors accumulate; each op's unsaved output is live while the next op runs
         # (its input); an op's extra workspace (transient beyond its output) only while it runs, and
         # an output that some op saves is already counted with the activations
+        # and an output that a variable of the running code holds (`emb = self.wte(idx)` in forward) is live until
+        # the variable is rebound or its function returns
         saved_so_far: set[int] = set()
         act = 0
         prev: Op | None = None
-        for op in rec.ops:
+        starts: dict[int, list[int]] = {}  # op index -> the bound outputs that are held from then on
+        first_producer: dict[int, int] = {}
+        for i, op in enumerate(rec.ops):
+            first_producer.setdefault(op.out_id, i)
+        for sid, (until, _b) in rec.released.items():
+            p = first_producer.get(sid)
+            if p is not None and until > p + 2:  # longer than the producing op and the next one
+                starts.setdefault(p + 1, []).append(sid)
+        bound: dict[int, int] = {}  # storage id -> bytes, of the held outputs not saved (yet)
+        for i, op in enumerate(rec.ops):
+            for sid in starts.get(i, ()):
+                if sid not in saved_so_far:  # a saved one is counted with the activations
+                    bound[sid] = rnd(rec.released[sid][1])
+            for sid in [sid for sid in bound if rec.released[sid][0] <= i]:
+                del bound[sid]
             for sid, b in op.saved:
+                bound.pop(sid, None)
                 if sid not in saved_so_far:
                     saved_so_far.add(sid)
                     act += rnd(b)
             out = 0 if op.out_id in saved_so_far else rnd(op.out_bytes)
             transient = out + rnd(op.transient) - rnd(op.out_bytes)
             prev_out = 0 if prev is None or prev.out_id in saved_so_far else rnd(prev.out_bytes)
+            held_here = sum(b for sid, b in bound.items() if sid != op.out_id and (prev is None or sid != prev.out_id))
             fwd_grads = grads if grads_in_forward and not grads_persist else 0  # cleared only after this forward
-            consider(base + fwd_grads + act + transient + prev_out, "forward", grads if grads_persist or grads_in_forward else 0, act,
-                     batch + transient + prev_out)
+            consider(base + fwd_grads + act + transient + prev_out + held_here, "forward",
+                     grads if grads_persist or grads_in_forward else 0, act, batch + transient + prev_out + held_here)
             prev = op
         # backward: free each saved tensor after the earliest op that holds it has run backward
         last_holder: dict[int, int] = {}

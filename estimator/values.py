@@ -175,6 +175,7 @@ class Function:
     env: Any  # the defining Scope
     owner: Any = None  # ClassValue for methods
     no_grad: bool = False  # decorated with @torch.no_grad() / @torch.inference_mode()
+    config: Any = None  # decorated with @hydra.main(...): the config it is called with
 
 
 @dataclass(eq=False)

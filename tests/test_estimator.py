@@ -321,7 +321,7 @@ def test_saved_activations_per_layer_are_one_steps_when_the_loop_calls_a_functio
 
 
 def test_a_gradient_used_twice_waits_for_its_producer() -> None:
-    from torch_preflight.estimator.interp import Op, Recorder
+    from torch_preflight.estimator.record import Op, Recorder
 
     k8 = 8 * 1024
 

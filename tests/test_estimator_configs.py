@@ -639,3 +639,49 @@ def test_gradients_cleared_after_forward_live_through_it_and_setup_tensors_count
     (gpu,) = estimate_source(ORDER.replace("PERM", "4_000_000").replace("ZERO_BEFORE", "opt.zero_grad()").replace("ZERO_AFTER", "pass"),
                              "train.py", EstimateOptions(device="cuda"))
     assert gpu.phase != "setup"  # a CPU tensor: not on the GPU
+
+
+HF_TRAINER = """\
+import torch.nn as nn
+from transformers import Trainer, TrainingArguments
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(100, 100)
+
+    def forward(self, input_ids, labels=None):
+        return self.fc(input_ids)
+
+
+model = Net()
+args = TrainingArguments("out", per_device_train_batch_size=4, {settings})
+trainer = Trainer(model=model, args=args, train_dataset=None)
+trainer.train()
+"""
+
+
+@pytest.mark.parametrize(("settings", "state_per_param"), [
+    ("optim='adamw_torch'", 8), ("optim='sgd'", 0), ("optim='adamw_bnb_8bit'", 2), ("weight_decay=0.01", 8),  # default AdamW
+])
+def test_hugging_face_training_arguments_are_the_steps_settings(settings: str, state_per_param: int) -> None:
+    report = one(HF_TRAINER.format(settings=settings))
+    n = 100 * 100 + 100
+    assert report.breakdown["parameters"] == 4 * n
+    assert report.breakdown["optimizer_state"] == state_per_param * n
+    # the batches the Trainer collates from a dataset are not modelled: a lower bound, said so
+    assert not report.complete
+    assert any("Trainer.train: the batches of 4" in u.text for u in report.unknowns), [u.text for u in report.unknowns]
+
+
+def test_hugging_face_precision_accumulation_and_what_is_not_modelled() -> None:
+    report = one(HF_TRAINER.format(settings="gradient_accumulation_steps=4, bf16=True, optim='sgd'"))
+    texts = [a.text for a in report.assumptions]
+    assert any(t.startswith("bf16=True: autocast bfloat16") for t in texts), texts
+    assert any(t.startswith("gradient_accumulation_steps=4") for t in texts), texts
+    assert report.breakdown["gradients"] == 4 * (100 * 100 + 100)  # kept between micro-batches, live in forward
+    adafactor = one(HF_TRAINER.format(settings="optim='adafactor', gradient_checkpointing=True"))
+    unknown = [u.text for u in adafactor.unknowns]
+    assert any("optim='adafactor'" in t for t in unknown) and any("gradient_checkpointing" in t for t in unknown), unknown
+    assert not any("no optimizer found" in a.text for a in adafactor.assumptions)  # its state is unknown, not zero

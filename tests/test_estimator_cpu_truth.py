@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from torch_preflight.estimator import EstimateOptions, estimate_source
-from torch_preflight.estimator.ops import cpu_conv_uses_onednn
+from torch_preflight.estimator.kernels import cpu_conv_uses_onednn
 from torch_preflight.estimator.values import Tensor
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "vram"
@@ -65,3 +65,46 @@ def test_conv_backward_workspace_at_the_peak() -> None:
     report = estimate_source(variant("unet", 4, "adam", False), "<unet>", EstimateOptions(device="cpu"))[0]
     inp, out, batch = 4 * 64 * 64 * 64 * 4, 4 * 32 * 64 * 64 * 4, 2 * 4 * 64 * 64 * 4
     assert report.breakdown["other"] == batch + out + inp + (inp + out)
+
+
+LOCAL = '''\
+import torch
+import torch.nn as nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(100, 256)
+        self.fc = nn.Linear(256, 256)
+
+    def forward(self, idx):
+{body}
+        for _ in range(32):
+            h = torch.tanh(self.fc(h))
+        return h.sum()
+
+
+model = M()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+idx = torch.randint(0, 100, (16, 64))
+loss = model(idx)
+loss.backward()
+opt.step()
+'''
+
+
+@pytest.mark.parametrize(
+    ("body", "measured"),
+    [
+        # `emb` holds the 1 MiB embedding output (nothing saves it) until forward returns: the peak is at the end of
+        # forward, with it and the 32 steps' saved activations
+        ("        emb = self.wte(idx)\n        h = emb.mean(1)", 1_979_392),
+        # consumed at once, it is freed after the mean: the peak is in backward, 1 MiB lower in forward
+        ("        h = self.wte(idx).mean(1)", 1_787_912),
+    ],
+)
+def test_a_forward_local_lives_until_its_function_returns(body: str, measured: int) -> None:
+    reports = estimate_source(LOCAL.format(body=body), "<local>", EstimateOptions(device="cpu"))
+    assert len(reports) == 1 and reports[0].complete
+    assert abs(reports[0].peak_bytes - measured) <= 16, reports[0].peak_bytes - measured

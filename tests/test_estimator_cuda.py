@@ -6,7 +6,7 @@ import textwrap
 
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.estimator import EstimateOptions, estimate_source
-from torch_preflight.estimator.ops import cudnn_conv_workspace
+from torch_preflight.estimator.kernels import cudnn_conv_workspace
 from torch_preflight.estimator.options import (
     CUBLAS_WORKSPACE_HOPPER,
     CUBLAS_WORKSPACE_OLDER,

@@ -1,0 +1,263 @@
+"""The interpreter's calls of the user's code: functions and their arguments, classes and instances, imports of the
+user's modules and the bundled catalog of library models (methods the Interpreter inherits)."""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import TYPE_CHECKING, Any
+
+from torch_preflight.core.names import dotted
+from torch_preflight.core.parse import parse
+from torch_preflight.core.semantic import ModuleModel, build
+from torch_preflight.core.source import SourceText
+from torch_preflight.estimator import architectures, configs
+from torch_preflight.estimator.scope import (
+    LIBRARIES,
+    Scope,
+    _Break,
+    _Continue,
+    _Return,
+)
+from torch_preflight.estimator.values import (
+    UNKNOWN,
+    ClassValue,
+    Function,
+    Module,
+    Obj,
+    Qualified,
+    Unknown,
+)
+
+if TYPE_CHECKING:
+    from torch_preflight.estimator.interp import Interpreter
+
+
+class Calls:
+    """Methods of the Interpreter (it inherits them); `self` is the Interpreter."""
+
+    def instantiate(self: Interpreter, cls: ClassValue, args: list[Any], kwargs: dict[str, Any], line: int, col: int) -> Any:
+        if cls.is_module:
+            mod = Module(cls.name, line, col, cls=cls)
+            mod.file = self.foreign_file()
+            mod.doubtful = self.guessing > 0
+            init = cls.lookup("__init__")
+            if isinstance(init, Function):
+                saved = (self.in_script, self.forward_depth)
+                before = len(self.problems)
+                self.in_script = 0
+                try:
+                    self.call_function(init, [mod, *args], kwargs)
+                finally:
+                    self.in_script, self.forward_depth = saved
+                if len(self.problems) != before:
+                    mod.doubtful = True  # part of __init__ could not be read
+            if self.dtype_override and self.dtype_override != "float32":
+                pass
+            return mod
+        obj = Obj(cls.name)
+        if cls.is_dataclass or (cls.lookup("__init__") is None and "__fields__" in cls.attrs):
+            fields = self.all_fields(cls)
+            for name in fields:
+                default = cls.lookup(name)
+                obj.attrs[name] = default if default is not None else UNKNOWN
+            for name, value in zip(fields, args, strict=False):
+                obj.attrs[name] = value
+            obj.attrs.update(kwargs)
+            post = cls.lookup("__post_init__")
+            if isinstance(post, Function):
+                self.call_function(post, [obj], {})
+            obj.attrs["__class__"] = cls
+            return obj
+        obj.attrs["__class__"] = cls
+        init = cls.lookup("__init__")
+        if isinstance(init, Function):
+            saved_script = self.in_script
+            self.in_script = 0
+            try:
+                self.call_function(init, [obj, *args], kwargs)
+            finally:
+                self.in_script = saved_script
+        return obj
+
+    def all_fields(self: Interpreter, cls: ClassValue) -> list[str]:
+        names: list[str] = []
+        for base in cls.bases:
+            if isinstance(base, ClassValue):
+                names.extend(self.all_fields(base))
+        names.extend(n for n in cls.attrs.get("__fields__", []) if n not in names)
+        return names
+
+    # ---- functions -----------------------------------------------------------------------------
+    def call_function(self: Interpreter, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if fn.no_grad and self.grad_enabled:
+            self.grad_enabled = False
+            try:
+                return self.call_function(fn, args, kwargs)
+            finally:
+                self.grad_enabled = True
+        path = getattr(fn.env, "path", "") or self.cur_path
+        if path == self.cur_path:
+            return self._call_function(fn, args, kwargs)
+        saved, self.cur_path = self.cur_path, path
+        try:
+            return self._call_function(fn, args, kwargs)
+        finally:
+            self.cur_path = saved
+
+    def _call_function(self: Interpreter, fn: Function, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        self.tick()
+        node = fn.node
+        scope = Scope(fn.env)
+        a = node.args
+        positional = [*a.posonlyargs, *a.args]
+        if fn.config is not None and not args and not kwargs:
+            args = [fn.config]  # `main()` of @hydra.main: Hydra passes the composed config
+        defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+        for i, (param, default) in enumerate(zip(positional, defaults, strict=False)):
+            if i < len(args):
+                scope.vars[param.arg] = args[i]
+            elif param.arg in kwargs:
+                scope.vars[param.arg] = kwargs.pop(param.arg)
+            elif default is not None:
+                scope.vars[param.arg] = self.eval(default, fn.env)
+            else:
+                scope.vars[param.arg] = Unknown(f"argument `{param.arg}`")
+        if a.vararg:
+            scope.vars[a.vararg.arg] = tuple(args[len(positional):])
+        for param, default in zip(a.kwonlyargs, a.kw_defaults, strict=False):
+            if param.arg in kwargs:
+                scope.vars[param.arg] = kwargs.pop(param.arg)
+            else:
+                scope.vars[param.arg] = self.eval(default, fn.env) if default is not None else UNKNOWN
+        if a.kwarg:
+            scope.vars[a.kwarg.arg] = dict(kwargs)
+        if isinstance(node, ast.Lambda):
+            return self.eval(node.body, scope)
+        try:
+            self.exec_block(node.body, scope)
+        except _Return as ret:
+            return ret.value
+        except (_Break, _Continue):
+            return None
+        finally:
+            if self.recorder is not None:  # the frame's locals go (the returned value lives on in the caller)
+                for value in scope.vars.values():
+                    self.release(value)
+        return None
+
+    # ---- expressions ---------------------------------------------------------------------------
+    def qualify(self: Interpreter, node: ast.AST, scope: Scope | None = None) -> str | None:
+        name = dotted(node)
+        imports = scope.imports if scope is not None and scope.imports is not None else self.model.imports
+        return imports.resolve(name) if name else None
+
+    # ---- the user's other modules ----------------------------------------------------------------
+    def user_value(self: Interpreter, qualified: str) -> Any:
+        """`models.UNet` imported from the user's own module (`from models import UNet`): the value
+        that module's top level binds to the name, its top level run once, like an import; None when
+        the name is not one of the project's modules (libraries, unresolved imports)."""
+        module, _, name = qualified.rpartition(".")
+        module = module.lstrip(".")  # a relative import (`from .parts import Down`): looked for beside the importer, then above
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
+            return None
+        key = (self.cur_path, qualified)
+        if key in self.user_values:
+            return self.user_values[key]
+        self.user_values[key] = None  # a cycle resolves to nothing
+        try:
+            model = self.project.project.module(self.cur_path, module, self.project.used)
+        except Exception:  # the project lookup is best effort
+            model = None
+        value = None
+        if model is not None and model.tree is not None and model.path != self.model.path:
+            scope = self.load_module(model, module)
+            value = scope.vars.get(name) if scope is not None else None
+            if isinstance(value, Qualified):  # re-exported: `from .layers import Block` in a package __init__
+                saved, self.cur_path = self.cur_path, model.path
+                try:
+                    value = self.user_value(value.name)
+                finally:
+                    self.cur_path = saved
+        self.user_values[key] = value
+        return value
+
+    def library_value(self: Interpreter, qualified: str) -> Any:
+        """A model function or class of a library (`torchvision.models.resnet50`) from the bundled catalog of common
+        architectures (estimator.architectures), read like a user module; None when the catalog does not hold it."""
+        found = architectures.library_source(qualified)
+        if found is None:
+            return None
+        module, name = found
+        path = f"<{module}>"
+        if path not in self.user_modules:
+            source = SourceText(architectures.source(module))
+            self.load_module(build(parse(source).tree, source, path), module)
+        scope = self.user_modules.get(path)
+        self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
+        return scope.vars.get(name) if scope is not None else None
+
+    def import_star(self: Interpreter, node: ast.ImportFrom, scope: Scope) -> None:
+        """`from models import *` / `from .parts import *` of the user's own module: its public names (or its
+        `__all__`), its top level run once; a library's star import binds nothing the estimate can use."""
+        module = (node.module or "").lstrip(".")
+        if self.project is None or not module or module.split(".")[0] in LIBRARIES:
+            return
+        try:
+            model = self.project.project.module(self.cur_path, module, self.project.used)
+        except Exception:  # the project lookup is best effort
+            model = None
+        other = self.load_module(model, module) if model is not None and model.tree is not None and model.path != self.model.path else None
+        if other is None:
+            self.problem(f"`from {'.' * node.level}{node.module or ''} import *`: the module was not found", node)
+            return
+        names = other.vars.get("__all__")
+        public = [n for n in names if isinstance(n, str)] if isinstance(names, list) else [n for n in other.vars if not n.startswith("_")]
+        for name in public:
+            if name in other.vars:
+                scope.vars[name] = other.vars[name]
+
+    def module_vars(self: Interpreter) -> dict[str, Any]:
+        """`globals()`: the running module's variables, live (a configurator assigns through it)."""
+        scope = self.user_modules.get(self.cur_path) if self.cur_path != self.model.path else None
+        return (scope or self.globals).vars
+
+    def exec_file(self: Interpreter, path: str, node: ast.AST | None) -> None:
+        """`exec(open(path).read())`: read that file of the project and run it in the script's globals (a
+        configurator); lines in it are reported as that file's."""
+        full = configs.project_path(path, os.path.dirname(self.model.path))
+        try:
+            with open(full, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), full)
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            self.problem(f"exec() of `{path}`, which could not be read", node)
+            return
+        saved, self.cur_path = self.cur_path, full
+        try:
+            self.exec_block(tree.body, self.globals)
+        finally:
+            self.cur_path = saved
+
+    def foreign_file(self: Interpreter) -> str:
+        """The running file when it is one of the user's other modules, else ""."""
+        return self.cur_path if self.cur_path != self.model.path else ""
+
+    def load_module(self: Interpreter, model: ModuleModel, name: str) -> Scope | None:
+        if model.path in self.user_modules:
+            return self.user_modules[model.path]
+        self.user_modules[model.path] = None
+        scope = Scope(imports=model.imports, path=model.path)
+        scope.vars["__name__"] = name
+        saved = (self.in_script, self.cur_path)
+        self.in_script, self.cur_path = 0, model.path
+        try:
+            self.exec_block(model.tree.body, scope)  # type: ignore[union-attr]
+        except (_Return, _Break, _Continue):
+            pass
+        finally:
+            self.in_script, self.cur_path = saved
+        self.user_modules[model.path] = scope
+        return scope
+
+
+
