@@ -138,7 +138,11 @@ class IncrementalBuilder:
             piece_key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(piece_key)
             if piece is None:
-                piece = _build_piece(p.body, source, imports, len(loops), self._methods)
+                # A repaired statement's nodes are not its text (a line may have become `pass`):
+                # its methods are neither taken from nor kept for the text-keyed method cache.
+                piece = _build_piece(p.body, source, imports, len(loops), {} if p.errors else self._methods)
+                if p.errors:
+                    piece.methods = {}
                 self.rebuilt += 1
             else:
                 self.reused += 1
@@ -266,11 +270,19 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None
+    if _indents(body[0]) != _indents(stmt):
+        return None  # re-indented: alone it parses, beside its siblings it may not (`     def step` after `    def f`)
     new = copy.copy(cls)
     new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
     if index == len(cls.body) - 1:  # a block ends where its last statement ends
         new.end_lineno, new.end_col_offset = body[0].end_lineno, body[0].end_col_offset
     return _Parsed([new], _import_nodes([new], code))
+
+
+def _indents(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.stmt) -> tuple[int, ...]:
+    """The columns of a method's `def` and of its decorators."""
+    decorators = getattr(node, "decorator_list", ())
+    return (node.col_offset, *(d.col_offset for d in decorators))
 
 
 def _first_error(parsed: Any) -> list[SyntaxProblem]:

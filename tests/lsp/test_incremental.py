@@ -110,6 +110,8 @@ def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]],
 def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str]]) -> None:
     builder = IncrementalBuilder()
     for source, model in incremental_builds(builder, BASE, edits, "<prop-test>"):
+        if "\r" in source.text.replace("\r\n", ""):
+            continue  # a lone carriage return: the server takes the full path (test_random_edits_match_full_analysis)
         parsed = parse_statements(source)  # broken statements repaired one by one, as the builder does
         assert builder.errors == parsed.errors
         full = build(parsed.tree, source, "t.py")
