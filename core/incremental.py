@@ -156,7 +156,7 @@ class IncrementalBuilder:
         classifier.classes = classes
         classifier._classify_classes()
         tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
-        live = {id(stmt) for stmt in tree.body}
+        live = {id(node) for stmt in tree.body for node in (stmt, *(stmt.body if isinstance(stmt, ast.ClassDef) else ()))}  # classes' pieces per body statement
         self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
         return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
 
