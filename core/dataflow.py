@@ -108,6 +108,10 @@ class Info:
     taints: frozenset[ast.AST] = frozenset()
 
     def __or__(self, other: Info) -> Info:
+        if not (other.sides or other.origins or other.taints):  # most unions add nothing: no new object
+            return self
+        if not (self.sides or self.origins or self.taints):
+            return other
         return Info(self.sides | other.sides, self.origins | other.origins, self.taints | other.taints)
 
     @property
@@ -417,8 +421,9 @@ class DataFlow:
 
     def nodes_where(self, key: str, keep: Callable[[ast.AST], bool]) -> list[ast.AST]:
         """Every node of the module (inside lambdas too) that `keep` accepts, top-level statement by
-        statement, each in `ast.walk` order; `keep` reads only the node and `resolve_call`, as for
-        `calls_where`, and the language server keeps each statement's answers likewise."""
+        statement, each in `ast.walk` order (a class's body statement by statement, under the
+        language server); `keep` reads only the node and `resolve_call`, as for `calls_where`,
+        and the language server keeps each statement's answers likewise."""
         tree = self.model.tree
         if tree is None:
             return []
@@ -426,7 +431,14 @@ class DataFlow:
             return [n for n in ast.walk(tree) if keep(n)]
         found: list[ast.AST] = []
         for stmt, part in zip(tree.body, self._parts, strict=True):
-            found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
+            if not part.members:
+                found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
+                continue
+            # a class: its header, then each body statement's nodes, kept in that statement's piece
+            body = {id(member) for member in getattr(stmt, "body", [])}
+            found.extend(n for n in (stmt, *(m for c in ast.iter_child_nodes(stmt) if id(c) not in body for m in ast.walk(c))) if keep(n))
+            for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True):
+                found.extend(self._memo(key, piece, member, lambda s: [n for n in ast.walk(s) if keep(n)]))
         return found
 
     def parents(self, node: ast.AST) -> dict[int, ast.AST]:
