@@ -8,7 +8,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 from torch_preflight.core.config import Config
-from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines, parse_statements, statement_starts
+from torch_preflight.core.incremental import (
+    IncrementalBuilder,
+    _member_lines,
+    _repair_member,
+    _split_tree,
+    chunk_lines,
+    parse_statements,
+    statement_starts,
+)
 from torch_preflight.core.semantic import build
 from torch_preflight.core.source import SourceText
 from torch_preflight.server import convert
@@ -261,6 +269,55 @@ def test_an_edit_inside_one_method_rebuilds_only_that_method() -> None:
     full = build(parse_statements(after.source).tree, after.source, doc.path)
     assert (after.functions, after.classes, after.loops) == (full.functions, full.classes, full.loops)
     doc.close()
+
+
+MEMBERS = BASE + '''
+
+class Two(nn.Module):
+    """A docstring whose lines sit at the body's indentation:
+    def not_a_method(self):
+    """
+
+    def a(self, x):
+        return x
+
+    def b(self, x):
+        return x * 2
+'''
+
+
+def test_a_syntax_error_in_one_method_repairs_that_method_only() -> None:
+    doc = Document("file:///tmp/prop/members.py", MEMBERS, 0)
+    config = Config()
+    before = doc.analysis(config).model
+    doc.prime()
+    end = MEMBERS.index("x * 2") + len("x * 2")
+    line = MEMBERS[:end].count("\n")
+    pos = to_utf16(MEMBERS, end)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="(")], 1, convert.UTF16)
+    got = doc.analysis(config)
+    assert before is not None and got.model is not None
+    assert got.syntax_errors and got.syntax_errors[0].position.line == line
+    two_before, two_after = (next(s for s in m.tree.body if getattr(s, "name", "") == "Two") for m in (before, got.model))
+    assert two_after.body[:2] == two_before.body[:2]  # the docstring and `a`: the very nodes of the last version
+    assert "Two.a" in got.model.functions
+    full = analyze(doc.text, doc.path, config)
+    assert (diagnostics(got), got.syntax_errors) == (diagnostics(full), full.syntax_errors)
+    assert ast.dump(got.model.tree) == ast.dump(parse_statements(got.model.source).tree)
+    after = types.Position(pos.line, pos.character + 1)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=after), text="")], 2, convert.UTF16)
+    back = doc.analysis(config).model
+    assert back is not None and not doc.analysis(config).syntax_errors
+    assert next(s for s in back.tree.body if getattr(s, "name", "") == "Two") is two_before  # its last good parse again
+    doc.close()
+
+
+def test_a_class_split_that_is_not_its_statements_is_repaired_whole() -> None:
+    code = "class C:\n    x = foo(1,\n    2)\n\n    def f(self):\n        return (\n"
+    assert _member_lines(code) == ("    ", [1, 2, 4])  # `2)` looks like a statement of the body
+    assert _repair_member(0, code) is None  # two pieces do not parse: not the class's statements
+    parsed = parse_statements(SourceText(code))
+    assert parsed.errors and isinstance(parsed.tree.body[0], ast.ClassDef)
 
 
 def test_first_build_splits_the_whole_tree_like_per_statement_parses() -> None:
