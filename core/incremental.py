@@ -23,6 +23,7 @@ import ast
 import copy
 import functools
 import io
+import itertools
 import tokenize
 import warnings
 from collections import deque
@@ -302,7 +303,7 @@ def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, s
     known: dict[tuple[int, str], list[ast.stmt]] = {}
     stmts = old.body[0].body
     index = 0
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         nodes: list[ast.stmt] = []
         while index < len(stmts) and min([stmts[index].lineno, *(d.lineno for d in getattr(stmts[index], "decorator_list", ()))]) - 1 - start < b:
             nodes.append(stmts[index])
@@ -338,7 +339,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     body: list[ast.stmt] = []
     broken: ParseResult | None = None
     quiet: set[int] = set()  # nodes of body statements whose text has no `import`
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         text = "\n".join(lines[a:b])
         nodes = known.get((a, text)) if known is not None else None
         if nodes is None:
