@@ -272,7 +272,7 @@ def _member_lines(code: str) -> tuple[str, list[int]] | None:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):
             if token.type == tokenize.STRING and token.end[0] > token.start[0]:
                 inside.update(range(token.start[0], token.end[0]))  # 0-based lines after the first
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    except (tokenize.TokenError, SyntaxError, ValueError):
         pass  # an unclosed bracket ends the tokens at the end: the strings before it are known
     indent = next((line[: len(line) - len(line.lstrip())] for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")), "")
     if not indent or indent.strip():
