@@ -319,7 +319,9 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     statement of its body (`_member_lines`) is parsed alone inside a stand-in `class _:` header
     (padded so line numbers stay absolute), and when exactly one does not parse, it alone is
     repaired by `core.parse`; the others are what a parse of the class gives them. None
-    otherwise (the caller repairs the whole statement). `known`: parses of body statements by
+    otherwise (the caller repairs the whole statement). A statement whose repair gives nothing is
+    left out, its lines counted as repaired, rather than repairing the whole class (the repair
+    of a large class can take a second). `known`: parses of body statements by
     (first line in the chunk, text), which the language server takes from the last version."""
     split = _member_lines(code)
     if split is None:
@@ -338,6 +340,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
         return None
     body: list[ast.stmt] = []
     broken: ParseResult | None = None
+    dropped: frozenset[int] = frozenset()
     quiet: set[int] = set()  # nodes of body statements whose text has no `import`
     for a, b in itertools.pairwise(bounds):
         text = "\n".join(lines[a:b])
@@ -353,6 +356,9 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
                     return None  # a second one: the split is not the class's statements
                 broken = parse(SourceText(padded))
                 wrapper = broken.tree.body
+                if not wrapper:  # the repair gave nothing: the statement is dropped, its lines repaired
+                    dropped = frozenset(range(start + a, start + b))
+                    continue
             if len(wrapper) != 1 or not isinstance(wrapper[0], ast.ClassDef):
                 return None
             nodes = wrapper[0].body
@@ -364,7 +370,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     cls = head[0]
     cls.body = body
     cls.end_lineno, cls.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
-    return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired)
+    return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped)
 
 
 def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
+from torch_preflight.core import incremental
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import (
     IncrementalBuilder,
@@ -17,8 +19,9 @@ from torch_preflight.core.incremental import (
     parse_statements,
     statement_starts,
 )
+from torch_preflight.core.parse import ParseResult, SyntaxProblem
 from torch_preflight.core.semantic import build
-from torch_preflight.core.source import SourceText
+from torch_preflight.core.source import Position, SourceText
 from torch_preflight.server import convert
 from torch_preflight.server.documents import Document
 
@@ -318,6 +321,19 @@ def test_a_class_split_that_is_not_its_statements_is_repaired_whole() -> None:
     assert _repair_member(0, code) is None  # two pieces do not parse: not the class's statements
     parsed = parse_statements(SourceText(code))
     assert parsed.errors and isinstance(parsed.tree.body[0], ast.ClassDef)
+
+
+def test_a_method_whose_repair_gives_nothing_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repair of a large class can take a second: a body statement whose own repair gives
+    no tree is dropped (its lines counted as repaired) instead of repairing the whole class."""
+    code = "class C:\n    def a(self):\n        return 1\n\n    def b(self):\n        return (\n"
+    problem = SyntaxProblem("e", Position(5, 15))
+    monkeypatch.setattr(incremental, "parse", lambda source: ParseResult(ast.Module(body=[], type_ignores=[]), [problem]))
+    parsed = incremental._repair_member(10, code)
+    assert parsed is not None
+    (cls,) = parsed.body
+    assert isinstance(cls, ast.ClassDef) and [getattr(s, "name", "") for s in cls.body] == ["a"] and cls.end_lineno == 13
+    assert parsed.repaired == frozenset(range(14, 17)) and parsed.errors == (problem,)
 
 
 def test_first_build_splits_the_whole_tree_like_per_statement_parses() -> None:
