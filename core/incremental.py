@@ -45,6 +45,9 @@ class _Parsed:
     imports: list[tuple[int, int, ast.Import | ast.ImportFrom]]  # (BFS depth, BFS index, node)
     errors: tuple[SyntaxProblem, ...] = ()  # the statement did not parse: it was repaired on its own
     repaired: frozenset[int] = frozenset()  # lines whose statement that repair dropped (core.parse.ParseResult.repaired)
+    # ids of class-body statements a repair gave: text and lines do not say what they hold
+    # (the repair of a larger unit may differ), so `_PieceBuilder` never reuses their models
+    unsure: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -153,7 +156,7 @@ class IncrementalBuilder:
             piece_key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(piece_key)
             if piece is None:
-                piece = _build_piece(p.body, source, imports, len(loops), self._methods)
+                piece = _build_piece(p.body, source, imports, len(loops), self._methods, p.unsure)
                 self.rebuilt += 1
             else:
                 self.reused += 1
@@ -253,7 +256,9 @@ def _parse_chunk(start: int, code: str, known: dict[tuple[int, str], list[ast.st
         if by_member is not None:
             return by_member
         repaired = parse(SourceText(padded))
-        return _Parsed(repaired.tree.body, _import_nodes(repaired.tree.body, code), tuple(repaired.errors[:1]), repaired.repaired)
+        body = repaired.tree.body
+        unsure = frozenset(id(s) for stmt in body if isinstance(stmt, ast.ClassDef) for s in stmt.body)
+        return _Parsed(body, _import_nodes(body, code), tuple(repaired.errors[:1]), repaired.repaired, unsure)
     return _Parsed(tree.body, _import_nodes(tree.body, code))
 
 
@@ -341,6 +346,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     body: list[ast.stmt] = []
     broken: ParseResult | None = None
     dropped: frozenset[int] = frozenset()
+    unsure: frozenset[int] = frozenset()
     quiet: set[int] = set()  # nodes of body statements whose text has no `import`
     for a, b in itertools.pairwise(bounds):
         text = "\n".join(lines[a:b])
@@ -362,6 +368,8 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
             if len(wrapper) != 1 or not isinstance(wrapper[0], ast.ClassDef):
                 return None
             nodes = wrapper[0].body
+            if broken is not None and broken.tree.body is wrapper:  # this statement's repair
+                unsure = frozenset(id(n) for n in nodes)
         body.extend(nodes)
         if "import" not in text:
             quiet.update(id(n) for n in nodes)
@@ -370,7 +378,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     cls = head[0]
     cls.body = body
     cls.end_lineno, cls.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
-    return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped)
+    return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
 def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:
@@ -408,6 +416,8 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None
+    if [n.col_offset for n in (body[0], *body[0].decorator_list)] != [n.col_offset for n in (stmt, *stmt.decorator_list)]:
+        return None  # indented otherwise than the class's body: the stand-in header would accept it, the class not
     new = copy.copy(cls)
     new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
     if index == len(cls.body) - 1:  # a block ends where its last statement ends
@@ -496,9 +506,11 @@ class _PieceBuilder(_Builder):
     the statement span): state that `_Builder` may gain later must be added to `_Method`
     (the hypothesis tests in tests/lsp/test_incremental.py compare with a full build)."""
 
-    def __init__(self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method]) -> None:
+    def __init__(
+        self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method], unsure: frozenset[int]
+    ) -> None:
         super().__init__(source, imports)
-        self.methods, self.kept = methods, kept
+        self.methods, self.kept, self.unsure = methods, kept, unsure
         self.imports_key = tuple(sorted(imports.aliases.items()))
 
     def _statement(self) -> Span | None:
@@ -507,7 +519,7 @@ class _PieceBuilder(_Builder):
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None = None) -> None:
         assert self.fn is not None
-        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack:
+        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack or id(node) in self.unsure:
             super().function(node, owner)
             return
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
@@ -535,8 +547,10 @@ class _PieceBuilder(_Builder):
         self.kept[key] = method
 
 
-def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method]) -> _Piece:
-    builder = _PieceBuilder(source, imports, methods, {})
+def _build_piece(
+    body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method], unsure: frozenset[int]
+) -> _Piece:
+    builder = _PieceBuilder(source, imports, methods, {}, unsure)
     module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
     builder.functions[""] = module
     builder.fn = module

@@ -154,6 +154,8 @@ KEYS = ["(", ")", "1", " ", "x", ":", "'", '"', "#", "\\", "'''", "    ", "\t", 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.floats(0.75, 1), st.sampled_from(KEYS), st.booleans()), min_size=1, max_size=8))
+@example(keys=[(0.7734375, "    ", False), (0.875, "(", False)])  # a repaired method's text, not its tree, was the same
+@example(keys=[(1.0, "(", False), (0.8984375, " ", False)])  # a method indented by one more space parses alone, not in its class
 def test_keystrokes_inside_methods_match_a_full_parse(keys: list[tuple[float, str, bool]]) -> None:
     """Typed and deleted keys inside a class's methods (the line count stays; `_reparse_method`
     applies): the builder's tree and model equal a fresh statement-by-statement parse."""
