@@ -416,7 +416,7 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None
-    if [n.col_offset for n in (body[0], *getattr(body[0], "decorator_list", ()))] != [n.col_offset for n in (stmt, *stmt.decorator_list)]:
+    if [n.col_offset for n in (body[0], *getattr(body[0], "decorator_list", ()))] != [n.col_offset for n in (stmt, *getattr(stmt, "decorator_list", ()))]:
         return None  # indented otherwise than the class's body: the stand-in header would accept it, the class not
     new = copy.copy(cls)
     new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
