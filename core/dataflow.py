@@ -108,6 +108,10 @@ class Info:
     taints: frozenset[ast.AST] = frozenset()
 
     def __or__(self, other: Info) -> Info:
+        if not (other.sides or other.origins or other.taints):  # most unions add nothing: no new object
+            return self
+        if not (self.sides or self.origins or self.taints):
+            return other
         return Info(self.sides | other.sides, self.origins | other.origins, self.taints | other.taints)
 
     @property
@@ -144,6 +148,8 @@ class _Part:
     resolved: dict[int, tuple[ast.Call, str | None]] = field(default_factory=dict)
     resolved_for: object = None
     memo: dict[tuple[str, int], Any] = field(default_factory=dict)
+    owner: str | None = None  # a class-body statement's piece: the class's qualname
+    members: list[_Part] = field(default_factory=list)  # a class's piece: its body statements' pieces, in order
 
 
 class DataFlow:
@@ -208,16 +214,15 @@ class DataFlow:
         for stmt in tree.body:
             entry = parts.get(id(stmt))
             if entry is None or entry[0] is not stmt:
-                entry = (stmt, self._part(stmt))
+                entry = (stmt, self._class_part(stmt, parts) if isinstance(stmt, ast.ClassDef) else self._part(stmt))
                 parts[id(stmt)] = entry
             part = entry[1]
-            if part.resolved_for != imports:  # resolved once per statement and import map, not per version
-                calls = (c for scope in (part.module, *part.scopes.values()) for c in scope.calls)  # all but lambdas'
-                part.resolved = {id(c): (c, self._resolve(c)) for c in calls}
-                part.resolved_for, part.memo = imports, {}
+            self._resolve_part(part, imports)
             self._resolved.update(part.resolved)
             parts_in_order.append(part)
-            self._part_of.update((id(scope), part) for scope in (part.module, *part.scopes.values()))
+            self._part_of[id(part.module)] = part
+            for piece in part.members or [part]:  # a method's scopes keep their answers in its own piece
+                self._part_of.update((id(scope), piece) for scope in piece.scopes.values())
             for name, defs in part.module.defs.items():
                 module.defs.setdefault(name, []).extend(defs)
             module.returns.extend(part.module.returns)
@@ -228,13 +233,56 @@ class DataFlow:
             self.classes.update(part.classes)
             self.fits.extend(part.fits)
 
+    def _resolve_part(self, part: _Part, imports: object) -> None:
+        """Resolve the piece's calls once per import map, not per version."""
+        if part.resolved_for == imports:
+            return
+        if part.members:
+            for member in part.members:
+                self._resolve_part(member, imports)
+            part.resolved = {k: v for member in part.members for k, v in member.resolved.items()}
+        else:
+            calls = (c for scope in (part.module, *part.scopes.values()) for c in scope.calls)  # all but lambdas'
+            part.resolved = {id(c): (c, self._resolve(c)) for c in calls}
+        part.resolved_for, part.memo = imports, {}
+
     @staticmethod
-    def _part(stmt: ast.stmt) -> _Part:
+    def _part(stmt: ast.stmt, owner: str | None = None) -> _Part:
+        """The piece of a top-level statement, or (`owner`) of one statement of that class's body,
+        indexed as `_walk` indexes the class's body."""
         scratch = DataFlow.__new__(DataFlow)
         scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = {}, {}, {}, {}, []
         module = Scope("", stmt, None, None)
-        scratch._walk(stmt, module)
-        return _Part(module, scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits)
+        if owner is not None and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scratch._index(stmt, f"{owner}.{stmt.name}", None, owner)
+        else:
+            scratch._walk(stmt, module)
+        return _Part(module, scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits, owner=owner)
+
+    @staticmethod
+    def _class_part(stmt: ast.ClassDef, parts: dict[int, tuple[ast.stmt, _Part]]) -> _Part:
+        """`_part` of a top-level class, merged from one piece per statement of its body, kept in
+        `parts` too: an edit inside one method gives the other statements of the body as the
+        previous version's very nodes (core/incremental.py), whose pieces, resolved calls and
+        per-scope answers are reused."""
+        module = Scope("", stmt, None, None)
+        part = _Part(module, {}, {}, {}, {stmt.name: stmt}, [])
+        for member in stmt.body:
+            entry = parts.get(id(member))
+            if entry is None or entry[0] is not member or entry[1].owner != stmt.name:
+                entry = parts[id(member)] = (member, DataFlow._part(member, stmt.name))
+            piece = entry[1]
+            part.members.append(piece)
+            for name, defs in piece.module.defs.items():
+                module.defs.setdefault(name, []).extend(defs)
+            module.returns.extend(piece.module.returns)
+            module.calls.extend(piece.module.calls)
+            part.scopes.update(piece.scopes)
+            part.scope_of_node.update(piece.scope_of_node)
+            part.for_nodes.update(piece.for_nodes)
+            part.classes.update(piece.classes)
+            part.fits.extend(piece.fits)
+        return part
 
     def _child_name(self, scope: Scope, name: str, owner: str | None) -> str:
         prefix = owner or scope.qualname
@@ -373,8 +421,9 @@ class DataFlow:
 
     def nodes_where(self, key: str, keep: Callable[[ast.AST], bool]) -> list[ast.AST]:
         """Every node of the module (inside lambdas too) that `keep` accepts, top-level statement by
-        statement, each in `ast.walk` order; `keep` reads only the node and `resolve_call`, as for
-        `calls_where`, and the language server keeps each statement's answers likewise."""
+        statement, each in `ast.walk` order (a class's body statement by statement, under the
+        language server); `keep` reads only the node and `resolve_call`, as for `calls_where`,
+        and the language server keeps each statement's answers likewise."""
         tree = self.model.tree
         if tree is None:
             return []
@@ -382,7 +431,14 @@ class DataFlow:
             return [n for n in ast.walk(tree) if keep(n)]
         found: list[ast.AST] = []
         for stmt, part in zip(tree.body, self._parts, strict=True):
-            found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
+            if not part.members:
+                found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
+                continue
+            # a class: its header, then each body statement's nodes, kept in that statement's piece
+            body = {id(member) for member in getattr(stmt, "body", [])}
+            found.extend(n for n in (stmt, *(m for c in ast.iter_child_nodes(stmt) if id(c) not in body for m in ast.walk(c))) if keep(n))
+            for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True):
+                found.extend(self._memo(key, piece, member, lambda s: [n for n in ast.walk(s) if keep(n)]))
         return found
 
     def parents(self, node: ast.AST) -> dict[int, ast.AST]:
@@ -398,8 +454,19 @@ class DataFlow:
             if found is None:
                 found = self._parents[index] = _parent_map(stmt)
             return found
-        result: dict[int, ast.AST] = self._memo("parents", self._parts[index], stmt, _parent_map)
+        part = self._parts[index]
+        result: dict[int, ast.AST] = self._memo("parents", part, stmt, lambda s: self._class_parents(s, part) if part.members else _parent_map(s))
         return result
+
+    def _class_parents(self, stmt: ast.AST, part: _Part) -> dict[int, ast.AST]:
+        """`_parent_map` of a class, from its body statements' maps, kept in their pieces."""
+        pieces = {id(member): piece for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True)}
+        found: dict[int, ast.AST] = {}
+        for child in ast.iter_child_nodes(stmt):
+            found[id(child)] = stmt
+            piece = pieces.get(id(child))
+            found.update(_parent_map(child) if piece is None else self._memo("parents", piece, child, _parent_map))
+        return found
 
     @cached_property
     def _statement_lines(self) -> list[int]:

@@ -22,6 +22,9 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import io
+import itertools
+import tokenize
 import warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -42,6 +45,9 @@ class _Parsed:
     imports: list[tuple[int, int, ast.Import | ast.ImportFrom]]  # (BFS depth, BFS index, node)
     errors: tuple[SyntaxProblem, ...] = ()  # the statement did not parse: it was repaired on its own
     repaired: frozenset[int] = frozenset()  # lines whose statement that repair dropped (core.parse.ParseResult.repaired)
+    # ids of class-body statements a repair gave: text and lines do not say what they hold
+    # (the repair of a larger unit may differ), so `_PieceBuilder` never reuses their models
+    unsure: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -53,9 +59,11 @@ class _Piece:
     methods: dict[MethodKey, _Method] = field(default_factory=dict)  # its classes' methods, for the next rebuild
 
 
-def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
+def _import_nodes(body: list[ast.stmt], code: str, skip: set[int] | frozenset[int] = frozenset()) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
     """Import nodes in the order `ast.walk` visits them (breadth first), with their depth;
-    `code` is the statements' text: without the keyword there is nothing to walk for."""
+    `code` is the statements' text: without the keyword there is nothing to walk for, nor
+    in the nodes `skip` names (their text has none). Leaving such nodes out changes the
+    breadth-first indices but not the order of the imports found, which is all they are for."""
     found: list[tuple[int, int, ast.Import | ast.ImportFrom]] = []
     if "import" not in code:
         return found
@@ -66,7 +74,7 @@ def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.I
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append((depth, index, node))
         index += 1
-        queue.extend((depth + 1, child) for child in ast.iter_child_nodes(node))
+        queue.extend((depth + 1, child) for child in ast.iter_child_nodes(node) if id(child) not in skip)
     return found
 
 
@@ -84,6 +92,8 @@ class IncrementalBuilder:
         self.module_name = module_name
         self._parsed: dict[tuple[int, str], _Parsed] = {}
         self._by_start: dict[int, tuple[str, _Parsed]] = {}  # last build: each statement's text and parse, by first line
+        self._good: dict[int, tuple[str, _Parsed]] = {}  # the same, as it last parsed without an error
+        self._known: tuple[int, str, dict[tuple[int, str], list[ast.stmt]] | None] | None = None  # see `_known_members`
         self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
         self.repaired: frozenset[int] = frozenset()  # last build: lines whose statement the repair dropped
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
@@ -110,11 +120,19 @@ class IncrementalBuilder:
                 entry = _Parsed(given[index], _import_nodes(given[index], code))
             if entry is None:
                 before = self._by_start.get(start)
-                entry = (before is not None and _reparse_method(start, before[0], before[1], code)) or _parse_chunk(start, code)
+                if before is not None and before[1].errors:  # broken at the last version: compare with the last that parsed
+                    before = self._good.get(start)
+                if before is not None and before[0] == code:
+                    entry = before[1]
+                else:
+                    entry = (before is not None and _reparse_method(start, before[0], before[1], code)) or _parse_chunk(
+                        start, code, self._known_members(start, before) if before is not None else None
+                    )
             new_parsed[key] = entry
             parsed.append((start, code, entry))
         self._parsed = new_parsed
         self._by_start = {start: (code, entry) for start, code, entry in parsed}
+        self._good = {start: self._good[start] if entry.errors else (code, entry) for start, code, entry in parsed if not entry.errors or start in self._good}
         self.errors = _first_error(p for _, _, p in parsed)
         self.repaired = frozenset().union(*(p.repaired for _, _, p in parsed))
 
@@ -138,11 +156,7 @@ class IncrementalBuilder:
             piece_key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(piece_key)
             if piece is None:
-                # A repaired statement's nodes are not its text (a line may have become `pass`):
-                # its methods are neither taken from nor kept for the text-keyed method cache.
-                piece = _build_piece(p.body, source, imports, len(loops), {} if p.errors else self._methods)
-                if p.errors:
-                    piece.methods = {}
+                piece = _build_piece(p.body, source, imports, len(loops), self._methods, p.unsure)
                 self.rebuilt += 1
             else:
                 self.reused += 1
@@ -160,9 +174,15 @@ class IncrementalBuilder:
         classifier.classes = classes
         classifier._classify_classes()
         tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
-        live = {id(stmt) for stmt in tree.body}
+        live = {id(node) for stmt in tree.body for node in (stmt, *(stmt.body if isinstance(stmt, ast.ClassDef) else ()))}  # classes' pieces per body statement
         self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
         return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
+
+    def _known_members(self, start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
+        """`_known_members` of the last statement asked, kept while someone types in it."""
+        if self._known is None or self._known[:2] != (start, before[0]):
+            self._known = (start, before[0], _known_members(start, before))
+        return self._known[2]
 
     def _with_flow_parts(self, model: ModuleModel) -> ModuleModel:
         """Let `DataFlow.of(model)` reuse the index of unchanged statements (core/dataflow.py)."""
@@ -221,18 +241,144 @@ def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] |
     return groups
 
 
-def _parse_chunk(start: int, code: str) -> _Parsed:
+def _parse_chunk(start: int, code: str, known: dict[tuple[int, str], list[ast.stmt]] | None = None) -> _Parsed:
     """One top-level statement, parsed alone (padded with blank lines so line numbers stay
-    absolute); one that does not parse is repaired alone, its first syntax error kept."""
+    absolute); one that does not parse is repaired alone, its first syntax error kept: a
+    class, one statement of its body at a time when that can be done (`_repair_member`;
+    `known` as there)."""
     padded = "\n" * start + code
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(padded)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        by_member = _repair_member(start, code, known)
+        if by_member is not None:
+            return by_member
         repaired = parse(SourceText(padded))
-        return _Parsed(repaired.tree.body, _import_nodes(repaired.tree.body, code), tuple(repaired.errors[:1]), repaired.repaired)
+        body = repaired.tree.body
+        unsure = frozenset(id(s) for stmt in body if isinstance(stmt, ast.ClassDef) for s in stmt.body)
+        return _Parsed(body, _import_nodes(body, code), tuple(repaired.errors[:1]), repaired.repaired, unsure)
     return _Parsed(tree.body, _import_nodes(tree.body, code))
+
+
+def _member_lines(code: str) -> tuple[str, list[int]] | None:
+    """A top-level class's body split by lines, from its text alone (it need not parse): the
+    body's indentation and the first line (0-based, in the chunk) of each body statement, a
+    decorated one from its first decorator: lines at that indentation that start neither a
+    comment nor a closing bracket, outside multi-line strings (Python's tokenizer, which keeps
+    strings apart even inside an unclosed bracket). None when the chunk is no plain
+    `class Name...:` with an indented body."""
+    lines = code.split("\n")
+    if not lines[0].startswith("class ") or not lines[0].rstrip().endswith(":"):
+        return None
+    inside: set[int] = set()  # lines that start inside a multi-line string
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                inside.update(range(token.start[0], token.end[0]))  # 0-based lines after the first
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass  # an unclosed bracket ends the tokens at the end: the strings before it are known
+    indent = next((line[: len(line) - len(line.lstrip())] for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")), "")
+    if not indent or indent.strip():
+        return None
+    starts: list[int] = []
+    decorated = False
+    for i, line in enumerate(lines[1:], 1):
+        if i in inside or not line.startswith(indent) or line[len(indent) : len(indent) + 1] in ("", " ", "\t", "#", ")", "]", "}"):
+            continue
+        if not decorated:
+            starts.append(i)
+        decorated = line[len(indent)] == "@"
+    return (indent, starts) if starts and starts[0] == next(i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.lstrip().startswith("#")) else None
+
+
+def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
+    """For `_repair_member`: the body statements of a class that parsed, by (first line in the
+    chunk, text) of the `_member_lines` split of its text, where that split holds whole
+    statements (each the nodes whose first line falls in it, ending in it)."""
+    code, old = before
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
+        return None
+    split = _member_lines(code)
+    if split is None:
+        return None
+    lines = code.split("\n")
+    bounds = [*split[1], len(lines)]
+    known: dict[tuple[int, str], list[ast.stmt]] = {}
+    stmts = old.body[0].body
+    index = 0
+    for a, b in itertools.pairwise(bounds):
+        nodes: list[ast.stmt] = []
+        while index < len(stmts) and min([stmts[index].lineno, *(d.lineno for d in getattr(stmts[index], "decorator_list", ()))]) - 1 - start < b:
+            nodes.append(stmts[index])
+            index += 1
+        first = min([nodes[0].lineno, *(d.lineno for d in getattr(nodes[0], "decorator_list", ()))]) - 1 - start if nodes else -1
+        if nodes and first == a and (nodes[-1].end_lineno or 0) - 1 - start < b:
+            known[(a, "\n".join(lines[a:b]))] = nodes
+    return known
+
+
+def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.stmt]] | None = None) -> _Parsed | None:
+    """A top-level class that does not parse, repaired one body statement at a time: each
+    statement of its body (`_member_lines`) is parsed alone inside a stand-in `class _:` header
+    (padded so line numbers stay absolute), and when exactly one does not parse, it alone is
+    repaired by `core.parse`; the others are what a parse of the class gives them. None
+    otherwise (the caller repairs the whole statement). A statement whose repair gives nothing is
+    left out, its lines counted as repaired, rather than repairing the whole class (the repair
+    of a large class can take a second). `known`: parses of body statements by
+    (first line in the chunk, text), which the language server takes from the last version."""
+    split = _member_lines(code)
+    if split is None:
+        return None
+    _, starts = split
+    lines = code.split("\n")
+    bounds = [*starts, len(lines)]
+    header = "\n" * start + "\n".join(lines[: starts[0]]) + "\n" + split[0] + "pass\n"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            head = ast.parse(header).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(head) != 1 or not isinstance(head[0], ast.ClassDef):
+        return None
+    body: list[ast.stmt] = []
+    broken: ParseResult | None = None
+    dropped: frozenset[int] = frozenset()
+    unsure: frozenset[int] = frozenset()
+    quiet: set[int] = set()  # nodes of body statements whose text has no `import`
+    for a, b in itertools.pairwise(bounds):
+        text = "\n".join(lines[a:b])
+        nodes = known.get((a, text)) if known is not None else None
+        if nodes is None:
+            padded = "\n" * (start + a - 1) + "class _:\n" + text + "\n"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    wrapper = ast.parse(padded).body
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                if broken is not None:
+                    return None  # a second one: the split is not the class's statements
+                broken = parse(SourceText(padded))
+                wrapper = broken.tree.body
+                if not wrapper:  # the repair gave nothing: the statement is dropped, its lines repaired
+                    dropped = frozenset(range(start + a, start + b))
+                    continue
+            if len(wrapper) != 1 or not isinstance(wrapper[0], ast.ClassDef):
+                return None
+            nodes = wrapper[0].body
+            if broken is not None and broken.tree.body is wrapper:  # this statement's repair
+                unsure = frozenset(id(n) for n in nodes)
+        body.extend(nodes)
+        if "import" not in text:
+            quiet.update(id(n) for n in nodes)
+    if broken is None or not body:
+        return None
+    cls = head[0]
+    cls.body = body
+    cls.end_lineno, cls.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
+    return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
 def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:
@@ -270,19 +416,18 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None
-    if _indents(body[0]) != _indents(stmt):
-        return None  # re-indented: alone it parses, beside its siblings it may not (`     def step` after `    def f`)
+    if [n.col_offset for n in (body[0], *getattr(body[0], "decorator_list", ()))] != [n.col_offset for n in (stmt, *getattr(stmt, "decorator_list", ()))]:
+        return None  # indented otherwise than the class's body: the stand-in header would accept it, the class not
     new = copy.copy(cls)
     new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
     if index == len(cls.body) - 1:  # a block ends where its last statement ends
         new.end_lineno, new.end_col_offset = body[0].end_lineno, body[0].end_col_offset
-    return _Parsed([new], _import_nodes([new], code))
-
-
-def _indents(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.stmt) -> tuple[int, ...]:
-    """The columns of a method's `def` and of its decorators."""
-    decorators = getattr(node, "decorator_list", ())
-    return (node.col_offset, *(d.col_offset for d in decorators))
+    if any("import" in line for line in (*old_lines[top : bottom + 1], *lines[top : bottom + 1])):
+        return _Parsed([new], _import_nodes([new], code))
+    # Neither version of the method mentions `import`: the class's import nodes are the same
+    # nodes, in the same relative order (their breadth-first indices only order them within
+    # this statement), so the walk over the whole class is not needed.
+    return _Parsed([new], old.imports)
 
 
 def _first_error(parsed: Any) -> list[SyntaxProblem]:
@@ -361,9 +506,11 @@ class _PieceBuilder(_Builder):
     the statement span): state that `_Builder` may gain later must be added to `_Method`
     (the hypothesis tests in tests/lsp/test_incremental.py compare with a full build)."""
 
-    def __init__(self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method]) -> None:
+    def __init__(
+        self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method], unsure: frozenset[int]
+    ) -> None:
         super().__init__(source, imports)
-        self.methods, self.kept = methods, kept
+        self.methods, self.kept, self.unsure = methods, kept, unsure
         self.imports_key = tuple(sorted(imports.aliases.items()))
 
     def _statement(self) -> Span | None:
@@ -372,7 +519,7 @@ class _PieceBuilder(_Builder):
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None = None) -> None:
         assert self.fn is not None
-        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack:
+        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack or id(node) in self.unsure:
             super().function(node, owner)
             return
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
@@ -400,8 +547,10 @@ class _PieceBuilder(_Builder):
         self.kept[key] = method
 
 
-def _build_piece(body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method]) -> _Piece:
-    builder = _PieceBuilder(source, imports, methods, {})
+def _build_piece(
+    body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method], unsure: frozenset[int]
+) -> _Piece:
+    builder = _PieceBuilder(source, imports, methods, {}, unsure)
     module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
     builder.functions[""] = module
     builder.fn = module

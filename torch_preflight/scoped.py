@@ -66,16 +66,52 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozen
     return frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None)
 
 
-def _unit(text: str, body: list[ast.stmt]) -> _Unit:
+_Names = tuple[frozenset[str], frozenset[str], bool]  # (binds, reads, plain) of some nodes
+
+
+def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Names]] | None = None) -> _Unit:
     """What a top-level statement binds at module level and which names it reads. A read of
     a parameter of the function it occurs in is not a read of a module-level name (both the
     semantic model and the data flow stop at parameters); every other read counts, even of a
-    local, since a read before the local assignment may reach the module-level binding."""
+    local, since a read before the local assignment may reach the module-level binding.
+    `members`: the names of class-body statements by node (id -> (node, names)), read and
+    filled: an edit inside one method gives the class's other body statements as the very
+    nodes of the previous version (core/incremental.py), so only the edited one is walked."""
+    binds: set[str] = set()
+    reads: set[str] = set()
+    plain = True
+    roots: list[ast.AST] = []
+    for stmt in body:
+        if members is None or not isinstance(stmt, ast.ClassDef):
+            roots.append(stmt)
+            continue
+        binds.add(stmt.name)
+        plain = False
+        held = {id(s) for s in stmt.body}
+        for child in ast.iter_child_nodes(stmt):
+            if id(child) not in held:
+                b, r, _ = _names([child], False)
+            else:
+                entry = members.get(id(child))
+                if entry is None or entry[0] is not child:
+                    entry = members[id(child)] = (child, _names([child], False))
+                b, r, _ = entry[1]
+            binds |= b
+            reads |= r
+    b, r, p = _names(roots, True)
+    binds |= b
+    reads |= r
+    return _Unit(text, frozenset(binds), frozenset(reads), all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body), plain and p)
+
+
+def _names(roots: list[ast.AST], top: bool) -> _Names:
+    """(binds, reads, plain) of `roots` (see `_unit`), at module level when `top`; a class
+    body's statement is not (`top` False), like the statements nested in it."""
     binds: set[str] = set()
     reads: set[str] = set()
     plain = True
     none: frozenset[str] = frozenset()
-    stack: list[tuple[ast.AST, bool, frozenset[str]]] = [(stmt, True, none) for stmt in body]  # (node, module level, params)
+    stack: list[tuple[ast.AST, bool, frozenset[str]]] = [(node, top, none) for node in roots]  # (node, module level, params)
     while stack:
         node, top, params = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -111,7 +147,7 @@ def _unit(text: str, body: list[ast.stmt]) -> _Unit:
             binds.update(node.names)
         for child in ast.iter_child_nodes(node):
             stack.append((child, top, params))
-    return _Unit(text, frozenset(binds), frozenset(reads), all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body), plain)
+    return frozenset(binds), frozenset(reads), plain
 
 
 @dataclass
@@ -133,6 +169,7 @@ class ScopedChecker:
         self._shapes: tuple[tuple[object, ...], tuple[ShapeMismatch, ...]] | None = None  # TPF501's facts, by _shape_key
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
+        self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
 
     def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str, project: Project | None = None) -> Result:
         source = model.source
@@ -142,8 +179,11 @@ class ScopedChecker:
         previous, previous_training = self._state, self._training
         self._state = self._training = None
         units: list[_Unit] = []
+        members: dict[int, tuple[ast.AST, _Names]] = {}
         for (_, code, body), old in zip(builder.units, _reuse(previous, builder), strict=True):
-            units.append(old if old is not None and old.text == code else _unit(code, body))
+            units.append(old if old is not None and old.text == code else _unit(code, body, self._members))
+            members.update((id(c), self._members[id(c)]) for s in body if isinstance(s, ast.ClassDef) for c in s.body if id(c) in self._members)
+        self._members = members
         starts = [chunk[0] for chunk, _, _ in builder.units]
         key = (config, tuple(sorted(model.imports.aliases.items())), tuple(r.code for r in local))
         view = (project if project is not None else Project()).view()

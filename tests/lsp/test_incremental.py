@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import ast
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
+from torch_preflight.core import incremental
 from torch_preflight.core.config import Config
-from torch_preflight.core.incremental import IncrementalBuilder, _split_tree, chunk_lines, parse_statements, statement_starts
+from torch_preflight.core.incremental import (
+    IncrementalBuilder,
+    _member_lines,
+    _repair_member,
+    _split_tree,
+    chunk_lines,
+    parse_statements,
+    statement_starts,
+)
+from torch_preflight.core.parse import ParseResult, SyntaxProblem
 from torch_preflight.core.semantic import build
-from torch_preflight.core.source import SourceText
+from torch_preflight.core.source import Position, SourceText
 from torch_preflight.server import convert
 from torch_preflight.server.documents import Document
 
@@ -145,6 +156,8 @@ KEYS = ["(", ")", "1", " ", "x", ":", "'", '"', "#", "\\", "'''", "    ", "\t", 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.floats(0.75, 1), st.sampled_from(KEYS), st.booleans()), min_size=1, max_size=8))
+@example(keys=[(0.7734375, "    ", False), (0.875, "(", False)])  # a repaired method's text, not its tree, was the same
+@example(keys=[(1.0, "(", False), (0.8984375, " ", False)])  # a method indented by one more space parses alone, not in its class
 def test_keystrokes_inside_methods_match_a_full_parse(keys: list[tuple[float, str, bool]]) -> None:
     """Typed and deleted keys inside a class's methods (the line count stays; `_reparse_method`
     applies): the builder's tree and model equal a fresh statement-by-statement parse."""
@@ -263,6 +276,68 @@ def test_an_edit_inside_one_method_rebuilds_only_that_method() -> None:
     full = build(parse_statements(after.source).tree, after.source, doc.path)
     assert (after.functions, after.classes, after.loops) == (full.functions, full.classes, full.loops)
     doc.close()
+
+
+MEMBERS = BASE + '''
+
+class Two(nn.Module):
+    """A docstring whose lines sit at the body's indentation:
+    def not_a_method(self):
+    """
+
+    def a(self, x):
+        return x
+
+    def b(self, x):
+        return x * 2
+'''
+
+
+def test_a_syntax_error_in_one_method_repairs_that_method_only() -> None:
+    doc = Document("file:///tmp/prop/members.py", MEMBERS, 0)
+    config = Config()
+    before = doc.analysis(config).model
+    doc.prime()
+    end = MEMBERS.index("x * 2") + len("x * 2")
+    line = MEMBERS[:end].count("\n")
+    pos = to_utf16(MEMBERS, end)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="(")], 1, convert.UTF16)
+    got = doc.analysis(config)
+    assert before is not None and got.model is not None
+    assert got.syntax_errors and got.syntax_errors[0].position.line == line
+    two_before, two_after = (next(s for s in m.tree.body if getattr(s, "name", "") == "Two") for m in (before, got.model))
+    assert two_after.body[:2] == two_before.body[:2]  # the docstring and `a`: the very nodes of the last version
+    assert "Two.a" in got.model.functions
+    full = analyze(doc.text, doc.path, config)
+    assert (diagnostics(got), got.syntax_errors) == (diagnostics(full), full.syntax_errors)
+    assert ast.dump(got.model.tree) == ast.dump(parse_statements(got.model.source).tree)
+    after = types.Position(pos.line, pos.character + 1)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=after), text="")], 2, convert.UTF16)
+    back = doc.analysis(config).model
+    assert back is not None and not doc.analysis(config).syntax_errors
+    assert next(s for s in back.tree.body if getattr(s, "name", "") == "Two") is two_before  # its last good parse again
+    doc.close()
+
+
+def test_a_class_split_that_is_not_its_statements_is_repaired_whole() -> None:
+    code = "class C:\n    x = foo(1,\n    2)\n\n    def f(self):\n        return (\n"
+    assert _member_lines(code) == ("    ", [1, 2, 4])  # `2)` looks like a statement of the body
+    assert _repair_member(0, code) is None  # two pieces do not parse: not the class's statements
+    parsed = parse_statements(SourceText(code))
+    assert parsed.errors and isinstance(parsed.tree.body[0], ast.ClassDef)
+
+
+def test_a_method_whose_repair_gives_nothing_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repair of a large class can take a second: a body statement whose own repair gives
+    no tree is dropped (its lines counted as repaired) instead of repairing the whole class."""
+    code = "class C:\n    def a(self):\n        return 1\n\n    def b(self):\n        return (\n"
+    problem = SyntaxProblem("e", Position(5, 15))
+    monkeypatch.setattr(incremental, "parse", lambda source: ParseResult(ast.Module(body=[], type_ignores=[]), [problem]))
+    parsed = incremental._repair_member(10, code)
+    assert parsed is not None
+    (cls,) = parsed.body
+    assert isinstance(cls, ast.ClassDef) and [getattr(s, "name", "") for s in cls.body] == ["a"] and cls.end_lineno == 13
+    assert parsed.repaired == frozenset(range(14, 17)) and parsed.errors == (problem,)
 
 
 def test_first_build_splits_the_whole_tree_like_per_statement_parses() -> None:
