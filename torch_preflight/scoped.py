@@ -10,7 +10,8 @@ After an edit, only the *dirty* top-level statements are checked again:
   name a dirty statement reads (callers and callees in the file, module-level variables,
   base classes), is dirty too.
   Import statements only bind: they never pull in the statements that read them, and an
-  edit to one (or to anything that changes the import map) makes the whole file dirty.
+  edit to one (or to anything that changes the import map, or to a statement that calls
+  `torch.set_grad_enabled`) makes the whole file dirty.
 
 The `LOCAL_RULES` run over a model of the dirty statements plus the imports
 (`IncrementalBuilder.submodel`); their findings in clean statements come from the cache,
@@ -332,15 +333,22 @@ def _diff(previous: _State, units: list[_Unit], starts: list[int], lines: int) -
     return _Diff(prefix, suffix, old_end, new_end, lines - previous.lines)
 
 
+def _global(unit: _Unit) -> bool:
+    """An edit to this statement can change the findings of any other: an import, or a
+    `torch.set_grad_enabled(...)` call, which decides whether the statements after it record
+    graphs (TPF005 and friends ask `grad_enabled_at`)."""
+    return unit.is_import or "set_grad_enabled" in unit.text
+
+
 def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int], set[int]] | None:
     """The statements to check again, as (moved, dirty): the edited ones, closed under
     module-level name links (below). `dirty` is what the local rules re-check (their findings
     in a statement may read any statement linked to it); `moved` ⊆ `dirty` is the statements
-    whose training-model facts may have changed, for `_reuse_training`. None: an import changed."""
+    whose training-model facts may have changed, for `_reuse_training`. None: an import (or a `set_grad_enabled` statement) changed."""
     old = previous.units
     changed_old = old[diff.prefix : len(old) - diff.suffix]
     changed = set(range(diff.prefix, len(units) - diff.suffix))
-    if any(u.is_import for u in changed_old) or any(units[i].is_import for i in changed):
+    if any(_global(u) for u in changed_old) or any(_global(units[i]) for i in changed):
         return None
     # `binds` / `reads`: the names of the statements whose dirt spreads. A statement that reads
     # a name one of them binds (a caller, a user of a variable) spreads it: what it exports

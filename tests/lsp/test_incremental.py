@@ -439,6 +439,7 @@ OTHER = next(p for p in SCOPED_PASTES if p.startswith("\nclass Other"))
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]), st.booleans())
 @example(edits=[(0.0, 0.0, OTHER), (0.0, 0.0, OTHER)], select=(), primed=False)  # a class defined twice: the later one wins
+@example(edits=[(0.0, 1.0, "torch.set_grad_enabled(False)\n"), (1.0, 0.359375, "    optimizer.zero_grad()\n"), (0.0, 0.0, "\U0001F600")], select=(), primed=False)
 def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...], primed: bool) -> None:
     doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
     config = Config(select=select)
