@@ -152,6 +152,19 @@ class _Part:
     members: list[_Part] = field(default_factory=list)  # a class's piece: its body statements' pieces, in order
 
 
+
+def _absorb(target: Any, module: Scope, piece: _Part) -> None:
+    """Merge a piece's index into `target` (a DataFlow, or the _Part of a class) and its module scope."""
+    for name, defs in piece.module.defs.items():
+        module.defs.setdefault(name, []).extend(defs)
+    module.returns.extend(piece.module.returns)
+    module.calls.extend(piece.module.calls)
+    target.scopes.update(piece.scopes)
+    target.scope_of_node.update(piece.scope_of_node)
+    target.for_nodes.update(piece.for_nodes)
+    target.classes.update(piece.classes)
+    target.fits.extend(piece.fits)
+
 class DataFlow:
     """Provenance facts for one module; build once per model with `DataFlow.of(model)`."""
 
@@ -223,15 +236,7 @@ class DataFlow:
             self._part_of[id(part.module)] = part
             for piece in part.members or [part]:  # a method's scopes keep their answers in its own piece
                 self._part_of.update((id(scope), piece) for scope in piece.scopes.values())
-            for name, defs in part.module.defs.items():
-                module.defs.setdefault(name, []).extend(defs)
-            module.returns.extend(part.module.returns)
-            module.calls.extend(part.module.calls)
-            self.scopes.update(part.scopes)
-            self.scope_of_node.update(part.scope_of_node)
-            self.for_nodes.update(part.for_nodes)
-            self.classes.update(part.classes)
-            self.fits.extend(part.fits)
+            _absorb(self, module, part)
 
     def _resolve_part(self, part: _Part, imports: object) -> None:
         """Resolve the piece's calls once per import map, not per version."""
@@ -273,15 +278,7 @@ class DataFlow:
                 entry = parts[id(member)] = (member, DataFlow._part(member, stmt.name))
             piece = entry[1]
             part.members.append(piece)
-            for name, defs in piece.module.defs.items():
-                module.defs.setdefault(name, []).extend(defs)
-            module.returns.extend(piece.module.returns)
-            module.calls.extend(piece.module.calls)
-            part.scopes.update(piece.scopes)
-            part.scope_of_node.update(piece.scope_of_node)
-            part.for_nodes.update(piece.for_nodes)
-            part.classes.update(piece.classes)
-            part.fits.extend(piece.fits)
+            _absorb(part, module, piece)
         return part
 
     def _child_name(self, scope: Scope, name: str, owner: str | None) -> str:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from score import PEER_EXPECTED  # the peer's codes per bug kind, shared with the strict scorer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -57,22 +58,6 @@ DOC_FP = ROOT / "docs" / "false-positives.md"
 BENCH_START, BENCH_END = "<!-- bench-real:start -->", "<!-- bench-real:end -->"
 FP_START, FP_END = "<!-- bench-real-fp:start -->", "<!-- bench-real-fp:end -->"
 
-# The peer's rules that describe each injected bug kind (from its `rules` listing).
-PEER_EXPECTED: dict[str, tuple[str, ...]] = {
-    "delete_zero_grad": ("TG003",),
-    "zero_grad_between_backward_and_step": ("TG003",),
-    "unconditional_zero_grad": ("TG003", "TG014"),
-    "loss_accumulated": ("TG001",),
-    "loss_appended": ("TG001",),
-    "remove_no_grad": ("TG002",),
-    "delete_eval": (),
-    "delete_train": ("TG011",),
-    "optimizer_in_loop": (),
-    "delete_set_epoch": ("TG012",),
-    "softmax_before_ce": ("TG005",),
-    "scaler_before_split": (),
-    "forward_direct": (),
-}
 
 console = Console(width=150)
 REUSE = [False]
