@@ -718,6 +718,25 @@ class TrainingModel:
     def is_training_loop(self, loop: Loop) -> bool:
         return any(t.loop.id == loop.id for t in self.training_loops)
 
+    def frozen_before(self, forward: Event, loop: Loop) -> bool:
+        """The forward's module had its parameters frozen before `loop` (`G.requires_grad_(False)`,
+        also in a chain such as `sampler.eval().requires_grad_(False).to(device)`) and nothing in
+        the function turns them back on: its forward records no graph unless the inputs ask for one."""
+        name = forward.name or ""
+        fn = self.model.functions.get(loop.function)
+        if not name or fn is None:
+            return False
+        frozen = False
+        for event in fn.events:
+            if event.kind is not EventKind.CALL or not (event.name or "").endswith(".requires_grad_"):
+                continue
+            if (event.receiver or "").split(".", 1)[0] != name:
+                continue
+            if [a.text for a in event.args] != ["False"]:
+                return False  # turned back on (or set from a value the file does not show)
+            frozen = frozen or event.span.start < loop.header.start
+        return frozen
+
     def grad_enabled_at(self, loop: Loop) -> bool:
         """False when the loop runs under no_grad: a context, a decorator or every caller."""
         known = self._grad_enabled.get(loop.id)

@@ -497,15 +497,22 @@ def op_delete_eval(ix: Index) -> Iterator[Mutant]:
         yield mk("delete_eval", ix, text, line, stmt.lineno, stmt, f, [s.lineno for s in followers])
 
 
-def op_delete_train(ix: Index) -> Iterator[Mutant]:
+def _train_calls(ix: Index) -> Iterator[ast.Expr]:
+    """The `model.train()` (or `.train(True)`) statements of a file that also calls `.eval()`:
+    only there can deleting one leave a model in eval mode."""
     if not any(call_attr(n) == "eval" and not n.args for n in ast.walk(ix.tree) if isinstance(n, ast.Call)):
         return
     for stmt in ast.walk(ix.tree):
         if expr_call_attr(stmt) != "train" or not ix.own_lines(stmt):
             continue
-        args = stmt.value.args
+        args = stmt.value.args  # type: ignore[attr-defined]
         if args and not (isinstance(args[0], ast.Constant) and args[0].value is True):
             continue
+        yield stmt  # type: ignore[misc]
+
+
+def op_delete_train(ix: Index) -> Iterator[Mutant]:
+    for stmt in _train_calls(ix):
         scope = ix.function(stmt) or ix.tree
         if len(calls_in(scope, "train")) != 1:
             continue
@@ -787,14 +794,7 @@ def op_helper_drop_eval(ix: Index) -> Iterator[Mutant]:
 
 
 def op_helper_drop_train(ix: Index) -> Iterator[Mutant]:
-    if not any(call_attr(n) == "eval" and not n.args for n in ast.walk(ix.tree) if isinstance(n, ast.Call)):
-        return
-    for stmt in ast.walk(ix.tree):
-        if expr_call_attr(stmt) != "train" or not ix.own_lines(stmt):
-            continue
-        args = stmt.value.args
-        if args and not (isinstance(args[0], ast.Constant) and args[0].value is True):
-            continue
+    for stmt in _train_calls(ix):
         fn = _helper(ix, stmt)
         if fn is None or not calls_in(fn, "backward") or len(calls_in(fn, "train")) != 1:
             continue

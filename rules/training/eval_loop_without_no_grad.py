@@ -93,7 +93,7 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     containers = _evaluation(ctx, loop, events)
     if containers is None or not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
         return None, frozenset()
-    if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) or _frozen(ctx, f, loop) for f in forwards):
+    if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards):
         return None, frozenset()
     diagnostic = report(
         META,
@@ -177,26 +177,6 @@ def _parameterless(ctx: Context, forward: Event) -> bool:
         if "__init__" in cls.methods or not cls.bases or any(b not in ("torch.nn.Module", "torch.nn.modules.module.Module") for b in cls.bases):
             return False
     return True
-
-
-def _frozen(ctx: Context, forward: Event, loop: Loop) -> bool:
-    """The module's parameters were frozen before the loop (`G.requires_grad_(False)`, also in a
-    chain such as `sampler.eval().requires_grad_(False).to(device)`) and nothing in the function
-    turns them back on: its forward records no graph unless the inputs ask for one."""
-    name = forward.name or ""
-    fn = ctx.model.functions.get(loop.function)
-    if not name or fn is None:
-        return False
-    frozen = False
-    for event in fn.events:
-        if event.kind is not EventKind.CALL or not (event.name or "").endswith(".requires_grad_"):
-            continue
-        if (event.receiver or "").split(".", 1)[0] != name:
-            continue
-        if [a.text for a in event.args] != ["False"]:
-            return False  # turned back on (or set from a value the file does not show)
-        frozen = frozen or event.span.start < loop.header.start
-    return frozen
 
 
 def _is_eval(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:

@@ -54,7 +54,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import GRAPH_KINDS, Event, EventKind, Value
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training.eval_loop_without_no_grad import _frozen, _is_eval
+from torch_preflight.rules.training.eval_loop_without_no_grad import _is_eval
 
 META = RuleMeta(
     code="TPF006",
@@ -88,7 +88,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if loop.id in training_ids or not training.grad_enabled_at(loop):
             continue
         events = training.iteration(loop)
-        if any(training.is_forward(e) and not e.no_grad and not e.inner and not _frozen(ctx, e, loop) for e in events) and _is_eval(ctx, loop, events):
+        if any(training.is_forward(e) and not e.no_grad and not e.inner and not training.frozen_before(e, loop) for e in events) and _is_eval(ctx, loop, events):
             cls = ctx.model.enclosing_class(loop.function)
             if cls is None or not cls.is_module:
                 units.append((events, set()))
