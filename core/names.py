@@ -8,7 +8,8 @@ Nothing is imported: this is pure bookkeeping over the syntax tree.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 
 
 def dotted(node: ast.AST | None) -> str | None:
@@ -41,7 +42,7 @@ class ImportMap:
     @classmethod
     def from_tree(cls, tree: ast.AST, module_name: str = "") -> ImportMap:
         imports = cls()
-        for node in ast.walk(tree):
+        for node in _statements(tree):
             if isinstance(node, ast.Import):
                 imports.add_import(node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -110,3 +111,16 @@ def matches(qualified: str | None, *candidates: str) -> bool:
 def tail(name: str | None) -> str:
     """The last component of a dotted name."""
     return name.rsplit(".", 1)[-1] if name else ""
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.AST) -> Iterator[ast.AST]:
+    """The statements of `tree` at any depth, in `ast.walk`'s breadth-first order, without walking
+    into expressions (an import is a statement: only statements, handlers and cases hold one)."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCKS))

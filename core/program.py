@@ -33,7 +33,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import NO_GRAD_CONTEXTS, EventKind, Kind, ModuleModel
 
 if TYPE_CHECKING:
-    from torch_preflight.core.project import Dependency, Project
+    from torch_preflight.core.project import Budget, Dependency, Project
 
 MAX_DEPTH = 8  # call-chain depth followed across files (cycles stop earlier)
 _TOKEN = re.compile(r"[A-Za-z_][\w.]*")
@@ -82,6 +82,7 @@ class Program:
     project: Project
     _by_site: dict[tuple[str, int, str], FunctionSummary | None] = field(default_factory=dict, repr=False)
     _deps: dict[tuple[str, int, str], dict[str, Dependency]] = field(default_factory=dict, repr=False)
+    _charges: dict[tuple[str, int, str], tuple[tuple[str, int], ...]] = field(default_factory=dict, repr=False)
     by_key: dict[str, FunctionSummary] = field(default_factory=dict, repr=False)
     _memos: dict[str, dict[Any, Any]] = field(default_factory=dict, repr=False)
 
@@ -90,24 +91,37 @@ class Program:
         dependencies: the training model keys them by file version and checks its files)."""
         return self._memos.setdefault(name, {})
 
-    def summary(self, model: ModuleModel, qualname: str, used: dict[str, Dependency], _stack: tuple[str, ...] = ()) -> FunctionSummary | None:
-        """The summary of `qualname` in `model`, or None when the function does not exist."""
+    def summary(
+        self, model: ModuleModel, qualname: str, used: dict[str, Dependency], _stack: tuple[str, ...] = (), budget: Budget | None = None
+    ) -> FunctionSummary | None:
+        """The summary of `qualname` in `model`, or None when the function does not exist.
+        `budget` bounds what other modules are read (`core.project.Budget`): a callee in a module
+        past it makes the summary `partial`, and such a summary is not memoised."""
         site = (model.path, hash(model.source.text), qualname)
         if site in self._by_site and all(self.project.unchanged(d) for d in self._deps[site].values()):
-            used.update(self._deps[site])
-            return self._by_site[site]
+            if budget is None or budget.replay(self._charges[site]):
+                used.update(self._deps[site])
+                return self._by_site[site]
         if f"{model.path}:{qualname}" in _stack or len(_stack) >= MAX_DEPTH:
             return None  # a cycle, or too deep: the caller marks itself partial
         deps: dict[str, Dependency] = {}
-        found = _Summarizer(self, model, deps, (*_stack, f"{model.path}:{qualname}")).run(qualname)
+        mark = budget.mark() if budget is not None else None
+        found = _Summarizer(self, model, deps, (*_stack, f"{model.path}:{qualname}"), budget).run(qualname)
+        used.update(deps)
+        if budget is not None and mark is not None:
+            if budget.cut_since(mark):
+                return found  # partial (see _Summarizer.run): what the budget left out is unknown
+            self._charges[site] = budget.since(mark)
         if found is not None:
             found = self.by_key.setdefault(found.key, found)
         self._by_site[site] = found
         self._deps[site] = deps
-        used.update(deps)
+        self._charges.setdefault(site, ())
         return found
 
-    def resolve(self, model: ModuleModel, name: str, scope: str, used: dict[str, Dependency]) -> tuple[ModuleModel, str] | None:
+    def resolve(
+        self, model: ModuleModel, name: str, scope: str, used: dict[str, Dependency], budget: Budget | None = None
+    ) -> tuple[ModuleModel, str] | None:
         """The function a called name reaches: in the same file, else in another module of the
         user's project through the file's imports (`from utils import train_step`)."""
         local = model.resolve_function(name, scope)
@@ -117,22 +131,25 @@ class Program:
             if model.assignments(name, scope):
                 return None
             for module in model.imports.stars:
-                found = self.project.resolve_function(model.path, f"{module}.{name}", used)
+                found = self.project.resolve_function(model.path, f"{module}.{name}", used, budget)
                 if found is not None:
                     return found
             return None
         # call names are already qualified through the file's imports (`b.helper` for `from b import helper`)
         if name.startswith(("torch.", "torchvision.")) or not model.comes_from_import(name):
             return None
-        return self.project.resolve_function(model.path, name, used)
+        return self.project.resolve_function(model.path, name, used, budget)
 
 
 class _Summarizer:
-    def __init__(self, program: Program, model: ModuleModel, deps: dict[str, Dependency], stack: tuple[str, ...]) -> None:
+    def __init__(
+        self, program: Program, model: ModuleModel, deps: dict[str, Dependency], stack: tuple[str, ...], budget: Budget | None = None
+    ) -> None:
         self.program = program
         self.model = model
         self.deps = deps
         self.stack = stack
+        self.budget = budget
 
     def run(self, qualname: str) -> FunctionSummary | None:
         model = self.model
@@ -170,11 +187,13 @@ class _Summarizer:
                 if event.receiver and tail(event.name) == "forward" and event.receiver not in ("self", "super()"):
                     forwards.append(event.receiver)
                     continue
-                target = self.program.resolve(model, event.name, qualname, self.deps)
+                cuts = self.budget.cuts if self.budget is not None else 0
+                target = self.program.resolve(model, event.name, qualname, self.deps, self.budget)
                 if target is None:
+                    partial = partial or (self.budget is not None and self.budget.cuts > cuts)  # not read: unknown
                     continue
                 other, name = target
-                inner = self.program.summary(other, name, self.deps, self.stack)
+                inner = self.program.summary(other, name, self.deps, self.stack, self.budget)
                 if inner is None:
                     partial = True
                     continue

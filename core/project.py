@@ -14,10 +14,14 @@ receive a `Project` through their context and never touch the file system themse
 
 from __future__ import annotations
 
+import ast
+import copy
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torch_preflight.core.names import ImportMap
 from torch_preflight.core.parse import parse
 from torch_preflight.core.program import FunctionSummary, Program, decorator_disables_grad
 from torch_preflight.core.semantic import ClassInfo, ModuleModel, build
@@ -25,6 +29,13 @@ from torch_preflight.core.source import SourceText
 
 MAX_MODULE_BYTES = 2_000_000
 MAX_PARENT_LEVELS = 3
+# What one analysis may parse of other modules to follow calls (`ProjectView.resolve_function`): past it a
+# callee is unknown (`ProjectView.cut`), never "does nothing". A user's helper modules fit many times over;
+# torch's own 10k-line modules, which its internals call in every loop, do not.
+FOREIGN_BUDGET_BYTES = 400_000
+PARSED_KEPT = 8  # whole-module syntax trees kept for slicing (they are large; slices and models are kept)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_IMPORTS = (ast.Import, ast.ImportFrom)
 
 
 OVERRIDE = -1  # Dependency.mtime_ns of an editor buffer (its size field holds the text's hash)
@@ -52,6 +63,8 @@ class Project:
     _models: dict[tuple[str, int], ModuleModel | None] = field(default_factory=dict, repr=False)
     _jedi: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
     _program: Program | None = field(default=None, repr=False)
+    _parsed: OrderedDict[tuple[str, int], _Parsed | None] = field(default_factory=OrderedDict, repr=False)
+    _slices: dict[tuple[str, int, str], ModuleModel | None] = field(default_factory=dict, repr=False)
 
     @property
     def program(self) -> Program:
@@ -62,6 +75,10 @@ class Project:
 
     def view(self) -> ProjectView:
         return ProjectView(self)
+
+    def cached_modules(self) -> int:
+        """How many module models and slices this project holds (a long run starts a new one past a bound)."""
+        return len(self._models) + len(self._slices)
 
     def unchanged(self, dep: Dependency) -> bool:
         """Whether what an analysis read is still there: an editor buffer by its text, a file by its stat."""
@@ -87,18 +104,25 @@ class Project:
             return self.resolve_class(model.path, target, used)
         return None
 
-    def resolve_function(self, importer: str, qualified: str, used: dict[str, Dependency]) -> tuple[ModuleModel, str] | None:
+    def resolve_function(
+        self, importer: str, qualified: str, used: dict[str, Dependency], budget: Budget | None = None
+    ) -> tuple[ModuleModel, str] | None:
         """The top-level function `qualified` (`package.module.func`) as seen from `importer`:
-        its module's model and the function's qualname. Only files on disk beside the importer
+        a model of its module and the function's qualname. Only files on disk beside the importer
         or in its parent folders up to the project root (and `<root>/src`) count; jedi is not
-        asked, so a library name costs a few `stat` calls."""
+        asked, so a library name costs a few `stat` calls.
+
+        The model is the module's whole model when it is loaded already, else a slice of it that
+        answers every question about the function alike (`_slice`): the module is parsed, but only
+        the statements the function reaches by name are modelled. `budget`: what may still be parsed;
+        a module that does not fit is not read (the budget is marked `cut`) and the answer is None."""
         module, _, name = qualified.rpartition(".")
         if not module or not name or not importer or importer.startswith("<") or module.startswith("."):
             return None
         path = self._find_on_disk(importer, module)
         if path is None:
             return None
-        model = self._load(path, used)
+        model = self._function_model(path, name, used, budget)
         if model is None:
             return None
         fn = model.functions.get(name)
@@ -106,7 +130,7 @@ class Project:
             return model, name
         target = model.imports.aliases.get(name)  # re-exported through a package __init__
         if target and target != qualified and "." in target and target.count(".") < 8:
-            return self.resolve_function(model.path, target, used)
+            return self.resolve_function(model.path, target, used, budget)
         return None
 
     def may_define_grad_decorator(self, importer: str, qualified: str) -> bool:
@@ -164,29 +188,71 @@ class Project:
             self._jedi[key] = _jedi_find(importer, module, folder if _is_root(folder) else None)
         return self._jedi[key]
 
-    def _load(self, path: str, used: dict[str, Dependency]) -> ModuleModel | None:
+    def _version(self, path: str, used: dict[str, Dependency]) -> tuple[tuple[str, int], str | None, int] | None:
+        """(cache key, the editor buffer's text or None for a file, its size) of the current version
+        of `path`, recorded in `used`; None when it cannot be read."""
         text = self.overrides.get(path)
-        if text is None:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            used[path] = Dependency(path, st.st_mtime_ns, st.st_size)
-            key = (path, st.st_mtime_ns)
-            if key not in self._models:
-                text = _read(path, st.st_size)
-        else:
+        if text is not None:
             used[path] = Dependency(path, OVERRIDE, hash(text))
-            key = (path, hash(text))
+            return (path, hash(text)), text, len(text)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        used[path] = Dependency(path, st.st_mtime_ns, st.st_size)
+        return (path, st.st_mtime_ns), None, st.st_size
+
+    def _text(self, path: str, text: str | None, size: int) -> str | None:
+        return text if text is not None else _read(path, size)
+
+    def _load(self, path: str, used: dict[str, Dependency]) -> ModuleModel | None:
+        version = self._version(path, used)
+        if version is None:
+            return None
+        key, text, size = version
         if key not in self._models:
             for stale in [k for k in self._models if k[0] == path]:
                 del self._models[stale]  # an older version of the same file (an editor buffer changes on every keystroke)
-            model = None
-            if text is not None:
-                source = SourceText(text)
-                model = build(parse(source).tree, source, path)
-            self._models[key] = model
+            parsed = self._parsed.get(key)
+            if parsed is not None:
+                self._models[key] = build(parsed.tree, parsed.source, path, imports=parsed.imports)
+            else:
+                text = self._text(path, text, size)
+                source = SourceText(text) if text is not None else None
+                self._models[key] = build(parse(source).tree, source, path) if source is not None else None
         return self._models[key]
+
+    def _function_model(self, path: str, name: str, used: dict[str, Dependency], budget: Budget | None) -> ModuleModel | None:
+        """A model of `path` that answers every question about its top-level `name` (see `_slice`)."""
+        version = self._version(path, used)
+        if version is None:
+            return None
+        key, text, size = version
+        if budget is not None and not budget.spend(path, size):
+            return None  # unknown: the caller must not read this as "no such function"
+        if key in self._models:
+            return self._models[key]
+        slice_key = (*key, name)
+        if slice_key in self._slices:
+            return self._slices[slice_key]
+        parsed = self._parsed.get(key)
+        if parsed is None and key not in self._parsed:
+            for stale in [k for k in self._parsed if k[0] == path]:
+                del self._parsed[stale]
+            for stale in [k for k in self._slices if k[0] == path and k[1] != key[1]]:
+                del self._slices[stale]
+            text = self._text(path, text, size)
+            parsed = _Parsed.of(SourceText(text)) if text is not None else None
+            self._parsed[key] = parsed
+            while len(self._parsed) > PARSED_KEPT:
+                self._parsed.popitem(last=False)
+        if parsed is None:
+            model = None
+        else:
+            self._parsed.move_to_end(key)
+            model = build(_slice(parsed.tree, name), parsed.source, path, imports=parsed.imports)
+        self._slices[slice_key] = model
+        return model
 
 
 @dataclass
@@ -196,24 +262,199 @@ class ProjectView:
 
     project: Project
     used: dict[str, Dependency] = field(default_factory=dict)
+    budget: Budget = field(default_factory=lambda: Budget(FOREIGN_BUDGET_BYTES))
+
+    def sub(self) -> ProjectView:
+        """A view that records its own dependencies and spends this view's budget (a callee's analysis)."""
+        return ProjectView(self.project, budget=self.budget)
 
     def resolve_class(self, importer: str, qualified: str) -> tuple[ModuleModel, ClassInfo] | None:
         return self.project.resolve_class(importer, qualified, self.used)
 
     def resolve_function(self, importer: str, qualified: str) -> tuple[ModuleModel, str] | None:
-        return self.project.resolve_function(importer, qualified, self.used)
+        """`Project.resolve_function` within this analysis's budget: None also when the module did not
+        fit (then `budget.cut` is set, and whatever rests on the answer is unknown)."""
+        return self.project.resolve_function(importer, qualified, self.used, self.budget)
 
     def summary(self, model: ModuleModel, qualname: str) -> FunctionSummary | None:
         """The whole-program summary of a function of `model` (core/program.py)."""
-        return self.project.program.summary(model, qualname, self.used)
+        return self.project.program.summary(model, qualname, self.used, budget=self.budget)
 
     def resolve_call(self, model: ModuleModel, name: str, scope: str) -> tuple[ModuleModel, str] | None:
         """The function a call of `name` in `scope` reaches, in this file or another module of the project."""
-        return self.project.program.resolve(model, name, scope, self.used)
+        return self.project.program.resolve(model, name, scope, self.used, self.budget)
 
     def decorator_disables_grad(self, model: ModuleModel, decorator: str) -> bool:
         """A decorator of the project (`@smart_inference_mode()`) that applies no_grad / inference_mode."""
         return decorator_disables_grad(self.project.program, model, decorator, self.used)
+
+
+@dataclass
+class Budget:
+    """Bytes of other modules one analysis may still read to follow calls, charged once per file and
+    whether or not the file was cached already, so that an answer never depends on what an earlier
+    analysis of the same run read: a memoised answer replays the charges of its computation
+    (`since` / `replay`). `cuts` counts the files refused; an answer computed while it grew is unknown."""
+
+    left: int
+    charged: dict[str, int] = field(default_factory=dict)
+    touched: list[tuple[str, int]] = field(default_factory=list)
+    cuts: int = 0
+
+    def spend(self, path: str, size: int) -> bool:
+        self.touched.append((path, size))
+        if path in self.charged:
+            return True
+        if size > self.left:
+            self.cuts += 1
+            return False
+        self.left -= size
+        self.charged[path] = size
+        return True
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.touched), self.cuts
+
+    def cut_since(self, mark: tuple[int, int]) -> bool:
+        return self.cuts > mark[1]
+
+    def since(self, mark: tuple[int, int]) -> tuple[tuple[str, int], ...]:
+        """The files charged (or found charged) since `mark`, in order: what a memo entry replays."""
+        return tuple(dict.fromkeys(self.touched[mark[0] :]))
+
+    def replay(self, files: tuple[tuple[str, int], ...]) -> bool:
+        """Charge what a memoised computation read, as computing it again would; False when one does not fit."""
+        return all(self.spend(path, size) for path, size in files)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A module's source, syntax tree and import map (of the whole module, imports at any depth)."""
+
+    source: SourceText
+    tree: ast.Module
+    imports: ImportMap
+
+    @classmethod
+    def of(cls, source: SourceText) -> _Parsed:
+        tree = parse(source).tree
+        return cls(source, tree, ImportMap.from_tree(tree))
+
+
+def _slice(tree: ast.Module, name: str) -> ast.Module:
+    """The statements of `tree` that questions about its top-level function `name` can reach.
+
+    The model resolves callees, classes, kinds and re-exports by name (through the whole module's
+    import map, which the caller passes), never by what else the module holds, so the slice keeps,
+    to a fixed point from `name`: the imports; every top-level def, and every other top-level
+    statement, that binds or mentions a name the kept code mentions; and every class the kept
+    code mentions, whole when the kept code calls it (`trainer = Trainer(...)`: its methods can be
+    reached through the instance) or derives from it, else with its methods' bodies left out (their
+    names, parameters and decorators stay, so `is_module`, `methods` and bases read the same).
+    What the slice cannot answer alike are questions about the module as a whole (who calls `name`,
+    what the module body runs), which no question about a callee asks."""
+    body = tree.body
+    if not _defines_function(body, name):
+        return ast.Module(body=[stmt for stmt in body if isinstance(stmt, _IMPORTS)], type_ignores=[])  # only a re-export counts
+    by_name: dict[str, list[int]] = {}
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, _DEFS):
+            by_name.setdefault(stmt.name, []).append(index)
+        elif not isinstance(stmt, _IMPORTS):
+            for mentioned in _mentions(stmt)[0]:
+                by_name.setdefault(mentioned, []).append(index)
+    kept: dict[int, bool] = {i: True for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}  # index -> whole
+    seen: dict[str, bool] = {name: True}  # name -> called (a class reached through it is kept whole)
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        for index in by_name.get(current, ()):
+            stmt = body[index]
+            whole = not isinstance(stmt, ast.ClassDef) or seen[current]
+            if kept.get(index, False) or (index in kept and not whole):
+                continue
+            kept[index] = whole
+            names, called = _mentions(stmt) if whole else _mentions_of_header(stmt)
+            for mentioned in names:
+                upgrade = mentioned in called or (isinstance(stmt, ast.ClassDef) and whole and mentioned in _base_names(stmt))
+                if mentioned not in seen or (upgrade and not seen[mentioned]):
+                    seen[mentioned] = seen.get(mentioned, False) or upgrade
+                    todo.append(mentioned)
+    return ast.Module(body=[body[i] if kept[i] else _stub(body[i]) for i in sorted(kept)], type_ignores=[])
+
+
+def _base_names(cls: ast.ClassDef) -> set[str]:
+    return {n.id for base in cls.bases for n in ast.walk(base) if isinstance(n, ast.Name)}
+
+
+def _mentions_of_header(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """What a class mentions outside its methods' bodies (decorators, bases, keywords, its methods'
+    decorators and signatures, nested classes' headers)."""
+    names: set[str] = set()
+    called: set[str] = set()
+    for part in (*cls.decorator_list, *cls.bases, *cls.keywords):
+        n, c = _mentions(part)
+        names |= n
+        called |= c
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for part in (*stmt.decorator_list, stmt.args, *([stmt.returns] if stmt.returns else [])):
+                n, c = _mentions(part)
+                names |= n
+                called |= c
+        else:
+            n, c = _mentions_of_header(stmt) if isinstance(stmt, ast.ClassDef) else _mentions(stmt)
+            names |= n
+            called |= c
+    return names, called
+
+
+def _stub(cls: ast.stmt) -> ast.stmt:
+    """A class with every method's body replaced by `pass` (positions kept): its methods stay unread."""
+    assert isinstance(cls, ast.ClassDef)
+    body: list[ast.stmt] = []
+    for stmt in cls.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = stmt.body[0]
+            stub = copy.copy(stmt)
+            stub.body = [ast.Pass(lineno=first.lineno, col_offset=first.col_offset, end_lineno=first.lineno, end_col_offset=first.col_offset)]
+            body.append(stub)
+        else:
+            body.append(_stub(stmt) if isinstance(stmt, ast.ClassDef) else stmt)
+    out = copy.copy(cls)
+    out.body = body
+    return out
+
+
+def _defines_function(body: list[ast.stmt], name: str) -> bool:
+    """A def of `name` at module level, also inside a top-level `if`, `try`, `with` or loop."""
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+            return True
+        if not isinstance(stmt, _DEFS):
+            blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
+            blocks += [h.body for h in getattr(stmt, "handlers", None) or []] + [c.body for c in getattr(stmt, "cases", None) or []]
+            if any(_defines_function(block, name) for block in blocks):
+                return True
+    return False
+
+
+def _mentions(node: ast.AST) -> tuple[set[str], set[str]]:
+    """Every name a statement reads, binds or defines, at any depth; and those it calls."""
+    found: set[str] = set()
+    called: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+            called.add(sub.func.id)
+        elif isinstance(sub, _DEFS):
+            found.add(sub.name)
+        elif isinstance(sub, ast.alias):
+            found.add((sub.asname or sub.name).partition(".")[0])
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+            found.update(sub.names)
+    return found, called
 
 
 def _is_root(folder: Path) -> bool:

@@ -1077,8 +1077,12 @@ def _has_modulo(node: ast.AST) -> bool:
     )
 
 
-def build(tree: ast.Module, source: SourceText, path: str = "<string>", module_name: str = "") -> ModuleModel:
-    imports = ImportMap.from_tree(tree, module_name)
+def build(
+    tree: ast.Module, source: SourceText, path: str = "<string>", module_name: str = "", imports: ImportMap | None = None
+) -> ModuleModel:
+    """The model of `tree`. `imports`: the import map of the whole module when `tree` holds only some of
+    its statements (core/project.py builds a slice of another module around one function)."""
+    imports = imports if imports is not None else ImportMap.from_tree(tree, module_name)
     builder = _Builder(source, imports)
     builder.build(tree)
     return ModuleModel(source, path, imports, builder.functions, builder.classes, builder.loops, tree)

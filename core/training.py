@@ -312,18 +312,20 @@ class TrainingModel:
         memo = self.project.project.program.memo("foreign-events")
         key = (model.path, hash(model.source.text), name)
         known = memo.get(key)
+        budget = self.project.budget
         if known is not None and all(self.project.project.unchanged(d) for d in known[1].values()):
             self.project.used.update(known[1])
-            return known[0]
+            return known[0] if budget.replay(known[2]) else None
         if model.path in self._stack or len(self._stack) > MAX_FILE_DEPTH:
             return None  # an import cycle, or too deep: unknown
-        from torch_preflight.core.project import ProjectView
-
-        sub = ProjectView(self.project.project)  # records exactly the files this callee rests on
+        sub = self.project.sub()  # records exactly the files this callee rests on, within this analysis's budget
+        mark = budget.mark()
         found = self._read_foreign(model, name, sub)
         deps = {**sub.used, model.path: self.project.used[model.path]} if model.path in self.project.used else dict(sub.used)
-        memo[key] = (found, deps)
         self.project.used.update(deps)
+        if budget.cut_since(mark):
+            return None  # a module it reaches did not fit the budget: unknown, and not memoised
+        memo[key] = (found, deps, budget.since(mark))
         return found
 
     def _read_foreign(self, model: ModuleModel, name: str, view: ProjectView) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:

@@ -35,10 +35,24 @@ if TYPE_CHECKING:
 
 
 def analyze(text: str, path: str = "<stdin>", config: Config | None = None, **kwargs: Any) -> Result:
-    """`torch_preflight.analyze.analyze`, imported on first use (a fully cached run never needs it)."""
+    """`torch_preflight.analyze.analyze`, imported on first use (a fully cached run never needs it),
+    with this process's `Project`: the files of one run (one worker) share what they read of the
+    user's other modules and the function summaries, instead of reading them again per file."""
     from torch_preflight.analyze import analyze as real
 
-    return real(text, path, config, **kwargs)
+    return real(text, path, config, project=_project(), **kwargs)
+
+
+_PROJECT: list[Any] = []  # this process's Project (one per worker of a run)
+MAX_PROJECT_MODULES = 2000  # modules and slices a Project keeps before it starts afresh (memory)
+
+
+def _project() -> Any:
+    from torch_preflight.core.project import Project
+
+    if not _PROJECT or _PROJECT[0].cached_modules() > MAX_PROJECT_MODULES:
+        _PROJECT[:] = [Project()]
+    return _PROJECT[0]
 
 MAX_FIX_ROUNDS = 10
 PARALLEL_MIN_FILES = 8  # below this, without an explicit -j, a pool costs more than it saves
@@ -188,6 +202,7 @@ def choose_jobs(requested: int | None, count: int) -> int:
 
 
 def execute(work: Sequence[Work], jobs: int) -> list[Outcome]:
+    _PROJECT.clear()  # each run reads the project afresh (a worker process starts with none)
     if jobs <= 1 or len(work) <= 1:
         return [process(w) for w in work]
     from concurrent.futures import ProcessPoolExecutor
