@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import NO_GRAD_CONTEXTS, EventKind, Kind, ModuleModel
+from torch_preflight.core.semantic import NO_GRAD_CONTEXTS, Context, Event, EventKind, Guard, Kind, ModuleModel, Value
+from torch_preflight.core.source import Span
 
 if TYPE_CHECKING:
     from torch_preflight.core.project import Budget, Dependency, Project
@@ -75,11 +76,48 @@ class FunctionSummary:
         return bool(self.backwards or self.steps or self.clears)
 
 
+class SummaryStore:
+    """Answers of the whole-program model that outlive one process, as JSON data under stable keys
+    (the file's path, a hash of its text, the function): a function's summary, and the events a
+    call into another module contributes to a loop (`TrainingModel._load_foreign`). Each entry
+    lists the files it rests on by stat and what it charged to the budget; an entry is used only
+    while those files are unchanged, so a callee edited since makes its callers' entries miss.
+    The CLI keeps the store beside its result cache (torch_preflight/cache.py): a run in which
+    one file changed does not summarise the unchanged helpers of the project again. A language
+    server can hand the same store to its `Project` (`Project(store=...)`) and save `added` when
+    it likes. Editor buffers are never stored (their dependencies are not files)."""
+
+    def __init__(self, entries: dict[str, Any] | None = None) -> None:
+        self.entries: dict[str, Any] = dict(entries or {})
+        self.added: dict[str, Any] = {}  # entries made since the store was loaded (or `drain`ed)
+
+    def get(self, key: str) -> Any:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        self.entries[key] = value
+        self.added[key] = value
+
+    def drain(self) -> dict[str, Any]:
+        """The entries added since the last call (what a worker process sends back)."""
+        added, self.added = self.added, {}
+        return added
+
+
+def text_digest(model: ModuleModel) -> str:
+    """A stable hash of a module's text (Python's `hash` of a string differs between processes)."""
+    found = model.__dict__.get("_tpf_digest")
+    if found is None:
+        found = model.__dict__["_tpf_digest"] = hashlib.blake2b(model.source.text.encode(), digest_size=16).hexdigest()
+    return str(found)
+
+
 @dataclass
 class Program:
     """The project's summaries, memoised by file version and by content key."""
 
     project: Project
+    store: SummaryStore | None = None  # answers kept across processes (the CLI's cache), when given
     _by_site: dict[tuple[str, int, str], FunctionSummary | None] = field(default_factory=dict, repr=False)
     _deps: dict[tuple[str, int, str], dict[str, Dependency]] = field(default_factory=dict, repr=False)
     _charges: dict[tuple[str, int, str], tuple[tuple[str, int], ...]] = field(default_factory=dict, repr=False)
@@ -98,6 +136,8 @@ class Program:
         `budget` bounds what other modules are read (`core.project.Budget`): a callee in a module
         past it makes the summary `partial`, and such a summary is not memoised."""
         site = (model.path, hash(model.source.text), qualname)
+        if site not in self._by_site and self.store is not None and not model.path.startswith("<"):
+            self._from_store(site, f"summary\0{model.path}\0{text_digest(model)}\0{qualname}")
         if site in self._by_site and all(self.project.unchanged(d) for d in self._deps[site].values()):
             if budget is None or budget.replay(self._charges[site]):
                 used.update(self._deps[site])
@@ -117,7 +157,61 @@ class Program:
         self._by_site[site] = found
         self._deps[site] = deps
         self._charges.setdefault(site, ())
+        if self.store is not None and not model.path.startswith("<"):
+            key = f"summary\0{model.path}\0{text_digest(model)}\0{qualname}"
+            self._to_store(key, found.to_json() if found is not None else None, deps, self._charges[site])
         return found
+
+    def _from_store(self, site: tuple[str, int, str], key: str) -> None:
+        stored = self.store.get(key) if self.store is not None else None
+        deps = self._stored_deps(stored)
+        if deps is not None:
+            self._by_site[site] = FunctionSummary.from_json(stored["v"]) if stored["v"] is not None else None
+            self._deps[site] = deps
+            self._charges[site] = tuple((str(p), int(n)) for p, n in stored["c"])
+
+    def _stored_deps(self, stored: Any) -> dict[str, Dependency] | None:
+        """The dependencies of a stored entry when it is well formed and they are all unchanged."""
+        from torch_preflight.core.project import Dependency
+
+        try:
+            deps = {str(p): Dependency(str(p), int(m), int(n)) for p, m, n in stored["d"]}
+        except (TypeError, KeyError, ValueError):
+            return None
+        return deps if all(self.project.unchanged(d) for d in deps.values()) else None
+
+    def _to_store(self, key: str, value: Any, deps: dict[str, Dependency], charges: tuple[tuple[str, int], ...]) -> None:
+        from torch_preflight.core.project import OVERRIDE
+
+        if self.store is None or any(d.mtime_ns == OVERRIDE for d in deps.values()):
+            return  # none kept, or an editor buffer: not a file a later process could check
+        self.store.put(key, {"v": value, "d": [[d.path, d.mtime_ns, d.size] for d in deps.values()], "c": [list(c) for c in charges]})
+
+    def stored_foreign(self, model: ModuleModel, name: str) -> tuple[Any, dict[str, Dependency], tuple[tuple[str, int], ...]] | None:
+        """What `TrainingModel._load_foreign` found for `name` in `model` in an earlier process: (the
+        callee's parameters and kept events, or None when unknown; the files it rests on; the budget
+        it charged), or None when nothing valid is stored."""
+        if self.store is None or model.path.startswith("<"):
+            return None
+        stored = self.store.get(f"foreign\0{model.path}\0{text_digest(model)}\0{name}")
+        deps = self._stored_deps(stored)
+        if deps is None:
+            return None
+        try:
+            value = stored["v"]
+            found = (tuple(value[0]), tuple(_event(e) for e in value[1])) if value is not None else None
+            return found, deps, tuple((str(p), int(n)) for p, n in stored["c"])
+        except (TypeError, KeyError, ValueError, IndexError):
+            return None
+
+    def store_foreign(
+        self, model: ModuleModel, name: str, found: tuple[tuple[str, ...], tuple[Event, ...]] | None,
+        deps: dict[str, Dependency], charges: tuple[tuple[str, int], ...],
+    ) -> None:
+        if self.store is None or model.path.startswith("<"):
+            return
+        value = [list(found[0]), [_event_json(e) for e in found[1]]] if found is not None else None
+        self._to_store(f"foreign\0{model.path}\0{text_digest(model)}\0{name}", value, deps, charges)
 
     def resolve(
         self, model: ModuleModel, name: str, scope: str, used: dict[str, Dependency], budget: Budget | None = None
@@ -290,3 +384,44 @@ def _binding(call: Any, params: tuple[str, ...], method: bool) -> dict[str, str]
 def _rename(name: str, binding: dict[str, str]) -> str:
     head, dot, rest = name.partition(".")
     return binding[head] + dot + rest if head in binding else name
+
+
+# --- events as JSON data (SummaryStore) ------------------------------------------------
+
+
+def _span_json(span: Span) -> list[int]:
+    return [span.start.line, span.start.col, span.end.line, span.end.col]
+
+
+def _value_json(v: Value | None) -> list[Any] | None:
+    if v is None:
+        return None
+    return [v.text, _span_json(v.span), v.callee, v.receiver, v.method, v.base, list(v.names), list(v.methods), list(v.calls),
+            v.is_literal, v.is_binop]
+
+
+def _value(data: list[Any] | None) -> Value | None:
+    if data is None:
+        return None
+    text, span, callee, receiver, method, base, names, methods, calls, literal, binop = data
+    return Value(str(text), Span.of(*span), callee, receiver, method, base, tuple(names), tuple(methods), tuple(calls), bool(literal),
+                 bool(binop))
+
+
+def _event_json(e: Event) -> list[Any]:
+    return [
+        e.kind.value, _span_json(e.span), _span_json(e.stmt), e.function, e.receiver, e.name, [_value_json(a) for a in e.args],
+        [[k, _value_json(v)] for k, v in e.keywords], _value_json(e.value), list(e.targets),
+        [[g.text, _span_json(g.span), g.cadence, g.negated] for g in e.guards],
+        [[c.name, _span_json(c.span), list(c.args)] for c in e.contexts], list(e.loops), list(e.via), e.inner,
+    ]
+
+
+def _event(data: list[Any]) -> Event:
+    kind, span, stmt, function, receiver, name, args, keywords, value, targets, guards, contexts, loops, via, inner = data
+    return Event(
+        EventKind(kind), Span.of(*span), Span.of(*stmt), str(function), receiver, name,
+        tuple(v for v in map(_value, args) if v is not None), tuple((str(k), v) for k, d in keywords if (v := _value(d)) is not None),
+        _value(value), tuple(targets), tuple(Guard(str(t), Span.of(*sp), bool(c), bool(n)) for t, sp, c, n in guards),
+        tuple(Context(str(n), Span.of(*sp), tuple(a)) for n, sp, a in contexts), tuple(int(i) for i in loops), tuple(via), bool(inner),
+    )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from torch_preflight.core.names import ImportMap
 from torch_preflight.core.parse import parse
-from torch_preflight.core.program import FunctionSummary, Program, decorator_disables_grad
+from torch_preflight.core.program import FunctionSummary, Program, SummaryStore, decorator_disables_grad
 from torch_preflight.core.semantic import ClassInfo, ModuleModel, build
 from torch_preflight.core.source import SourceText
 
@@ -60,6 +60,7 @@ class Project:
     """Resolves imports into the user's own modules, lazily and with a cache."""
 
     overrides: dict[str, str] = field(default_factory=dict)  # path -> unsaved editor text
+    store: SummaryStore | None = None  # summaries kept across processes (core/program.py), when given
     _models: dict[tuple[str, int], ModuleModel | None] = field(default_factory=dict, repr=False)
     _jedi: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
     _program: Program | None = field(default=None, repr=False)
@@ -70,7 +71,7 @@ class Project:
     def program(self) -> Program:
         """The function summaries of the project (core/program.py), shared by every analysis."""
         if self._program is None:
-            self._program = Program(self)
+            self._program = Program(self, self.store)
         return self._program
 
     def view(self) -> ProjectView:

@@ -309,9 +309,12 @@ class TrainingModel:
         if resolved is None:
             return None
         model, name = resolved
-        memo = self.project.project.program.memo("foreign-events")
+        program = self.project.project.program
+        memo = program.memo("foreign-events")
         key = (model.path, hash(model.source.text), name)
         known = memo.get(key)
+        if known is None:  # else what an earlier run stored (the CLI's cache)
+            known = memo[key] = program.stored_foreign(model, name)
         budget = self.project.budget
         if known is not None and all(self.project.project.unchanged(d) for d in known[1].values()):
             self.project.used.update(known[1])
@@ -326,6 +329,7 @@ class TrainingModel:
         if budget.cut_since(mark):
             return None  # a module it reaches did not fit the budget: unknown, and not memoised
         memo[key] = (found, deps, budget.since(mark))
+        program.store_foreign(model, name, *memo[key])
         return found
 
     def _read_foreign(self, model: ModuleModel, name: str, view: ProjectView) -> tuple[tuple[str, ...], tuple[Event, ...]] | None:

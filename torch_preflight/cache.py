@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from torch_preflight.core.project import Dependency
 
 CACHE_DIR_NAME = ".torch-preflight-cache"
-FORMAT = 3
+FORMAT = 4
+SUMMARIES_SUFFIX = ".summaries.json"
 STALE_AFTER = 30 * 24 * 3600  # seconds
 SETTLE_NS = 2_000_000_000  # a file modified less than this before it was read is never trusted by its stat
 
@@ -250,13 +251,54 @@ class Cache:
         ]
         self.dirty = True
 
+    # -- the whole-program summaries (core/program.py SummaryStore), in a file of their own, read only
+    # -- when some file must be analysed (a fully warm run never needs them)
+
+    @property
+    def summaries_file(self) -> Path | None:
+        return self.file.with_name(self.file.stem + SUMMARIES_SUFFIX) if self.file is not None else None
+
+    def load_summaries(self) -> dict[str, Any]:
+        """The stored summaries (JSON data keyed by content, see SummaryStore), {} when none or unreadable."""
+        if self.summaries_file is None:
+            return {}
+        try:
+            data = json.loads(self.summaries_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        ok = isinstance(data, dict) and data.get("format") == FORMAT and data.get("fingerprint") == self.fingerprint
+        entries = data.get("entries") if ok else None
+        return entries if isinstance(entries, dict) else {}
+
+    def save_summaries(self, entries: dict[str, Any], added: dict[str, Any]) -> None:
+        """Write `entries` updated with `added`, keeping only those whose files are unchanged (best effort)."""
+        if self.summaries_file is None or not added:
+            return
+        merged = {**entries, **added}
+        seen: dict[tuple[str, int, int], bool] = {}
+
+        def fresh(value: Any) -> bool:
+            try:
+                return all(seen.setdefault((str(p), int(m), int(n)), _unchanged(str(p), int(m), int(n))) for p, m, n in value["d"])
+            except (TypeError, KeyError, ValueError):
+                return False
+
+        kept = {k: v for k, v in merged.items() if fresh(v)}
+        self._write(self.summaries_file, {"format": FORMAT, "fingerprint": self.fingerprint, "entries": kept})
+
     def save(self) -> None:
         """Write atomically; never fails the run (a read-only tree just has no cache)."""
         if self.file is None or not self.dirty:
             return
         payload = {"format": FORMAT, "version": __version__, "fingerprint": self.fingerprint, "files": self.entries}
+        if not self._write(self.file, payload):
+            return
+        self.dirty = False
+        self._prune()
+
+    def _write(self, file: Path, payload: dict[str, Any]) -> bool:
         try:
-            folder = self.file.parent
+            folder = file.parent
             folder.mkdir(parents=True, exist_ok=True)
             top = folder.parent
             ignore = top / ".gitignore"
@@ -266,15 +308,14 @@ class Cache:
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
                     json.dump(payload, handle, separators=(",", ":"))
-                os.replace(tmp, self.file)
+                os.replace(tmp, file)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
         except OSError:
-            return
-        self.dirty = False
-        self._prune()
+            return False
+        return True
 
     def _prune(self) -> None:
         """Drop caches of other configurations that no run has written for `STALE_AFTER` seconds."""
@@ -282,5 +323,6 @@ class Cache:
         cutoff = time.time() - STALE_AFTER
         with contextlib.suppress(OSError):
             for entry in os.scandir(self.file.parent):
-                if entry.name.endswith(".json") and entry.path != str(self.file) and entry.stat().st_mtime < cutoff:
+                mine = entry.path in (str(self.file), str(self.summaries_file))
+                if entry.name.endswith(".json") and not mine and entry.stat().st_mtime < cutoff:
                     os.unlink(entry.path)

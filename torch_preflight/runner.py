@@ -44,6 +44,7 @@ def analyze(text: str, path: str = "<stdin>", config: Config | None = None, **kw
 
 
 _PROJECT: list[Any] = []  # this process's Project (one per worker of a run)
+_STORE: list[Any] = []  # this process's SummaryStore: the summaries of earlier runs (the cache), and those made now
 MAX_PROJECT_MODULES = 2000  # modules and slices a Project keeps before it starts afresh (memory)
 
 
@@ -51,8 +52,19 @@ def _project() -> Any:
     from torch_preflight.core.project import Project
 
     if not _PROJECT or _PROJECT[0].cached_modules() > MAX_PROJECT_MODULES:
-        _PROJECT[:] = [Project()]
+        _PROJECT[:] = [Project(store=_STORE[0] if _STORE else None)]
     return _PROJECT[0]
+
+
+def _start(summaries: dict[str, Any] | None) -> None:
+    """Begin a run in this process (the main one, or a worker of the pool): a fresh Project, over the
+    stored summaries when the run has a cache (None: no cache, nothing kept)."""
+    _PROJECT.clear()
+    _STORE.clear()
+    if summaries is not None:
+        from torch_preflight.core.program import SummaryStore
+
+        _STORE.append(SummaryStore(summaries))
 
 MAX_FIX_ROUNDS = 10
 PARALLEL_MIN_FILES = 8  # below this, without an explicit -j, a pool costs more than it saves
@@ -106,6 +118,7 @@ class Outcome:
     fixed: int = 0
     error: str | None = None
     dependencies: tuple[Dependency, ...] = ()  # other project files the findings rest on
+    summaries: dict[str, Any] = field(default_factory=dict)  # whole-program summaries made for this file (to store)
 
 
 @dataclass
@@ -169,7 +182,14 @@ def fix_notebook(raw: str, path: str, config: Config, *, unsafe: bool) -> tuple[
 
 
 def process(work: Work) -> Outcome:
-    """Analyse (and fix) one file. Runs in a worker process; never raises."""
+    """Analyse (and fix) one file, with the summaries it made (to store). Runs in a worker process; never raises."""
+    outcome = _process(work)
+    if _STORE:
+        outcome.summaries = _STORE[0].drain()
+    return outcome
+
+
+def _process(work: Work) -> Outcome:
     try:
         if work.notebook:
             if work.fix:
@@ -201,8 +221,10 @@ def choose_jobs(requested: int | None, count: int) -> int:
     return max(1, min(os.cpu_count() or 1, count))
 
 
-def execute(work: Sequence[Work], jobs: int) -> list[Outcome]:
-    _PROJECT.clear()  # each run reads the project afresh (a worker process starts with none)
+def execute(work: Sequence[Work], jobs: int, summaries: dict[str, Any] | None = None) -> list[Outcome]:
+    """Analyse `work`, serially or over a process pool; each process reads the project afresh, over
+    the stored `summaries` (None: the run keeps none)."""
+    _start(summaries)
     if jobs <= 1 or len(work) <= 1:
         return [process(w) for w in work]
     from concurrent.futures import ProcessPoolExecutor
@@ -210,7 +232,7 @@ def execute(work: Sequence[Work], jobs: int) -> list[Outcome]:
 
     chunk = max(1, len(work) // (jobs * 4))
     try:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_start, initargs=(summaries,)) as pool:
             return list(pool.map(process, work, chunksize=chunk))
     except (BrokenProcessPool, OSError):
         return [process(w) for w in work]  # no pool here (or a worker died): finish serially
@@ -324,7 +346,13 @@ def run(targets: Sequence[Target], options: Options, errors: list[FileError] | N
             Work(i, str(target.path), target.loaded.text, target.config, options.fixing, options.unsafe_fixes, target.notebook is not None)
         )
 
-    for outcome in execute(work, choose_jobs(options.jobs, len(work))):
+    used = list({id(c): c for c in (cache_for(targets[w.index].config) for w in work) if c.file is not None}.values())
+    stored: dict[str, Any] = {}
+    for cache in used:
+        stored.update(cache.load_summaries())
+    added: dict[str, Any] = {}
+    for outcome in execute(work, choose_jobs(options.jobs, len(work)), stored if used else None):
+        added.update(outcome.summaries)
         target = targets[outcome.index]
         if outcome.error is not None:
             report.errors.append(FileError(target.display, outcome.error, target.path, internal=True))
@@ -374,4 +402,6 @@ def run(targets: Sequence[Target], options: Options, errors: list[FileError] | N
     report.files.sort(key=lambda f: f.display)
     for cache in caches.values():
         cache.save()
+    for cache in used:
+        cache.save_summaries(stored, added)
     return out
