@@ -163,12 +163,16 @@ class Program:
         return found
 
     def _from_store(self, site: tuple[str, int, str], key: str) -> None:
-        stored = self.store.get(key) if self.store is not None else None
+        stored: Any = self.store.get(key) if self.store is not None else None
         deps = self._stored_deps(stored)
-        if deps is not None:
-            self._by_site[site] = FunctionSummary.from_json(stored["v"]) if stored["v"] is not None else None
-            self._deps[site] = deps
-            self._charges[site] = tuple((str(p), int(n)) for p, n in stored["c"])
+        if deps is None:
+            return
+        try:
+            summary = FunctionSummary.from_json(stored["v"]) if stored["v"] is not None else None
+            charges = tuple((str(p), int(n)) for p, n in stored["c"])
+        except (TypeError, KeyError, ValueError):
+            return  # not an entry this version wrote: computed again
+        self._by_site[site], self._deps[site], self._charges[site] = summary, deps, charges
 
     def _stored_deps(self, stored: Any) -> dict[str, Dependency] | None:
         """The dependencies of a stored entry when it is well formed and they are all unchanged."""

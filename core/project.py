@@ -240,8 +240,8 @@ class Project:
         if parsed is None and key not in self._parsed:
             for stale in [k for k in self._parsed if k[0] == path]:
                 del self._parsed[stale]
-            for stale in [k for k in self._slices if k[0] == path and k[1] != key[1]]:
-                del self._slices[stale]
+            for old in [k for k in self._slices if k[0] == path and k[1] != key[1]]:
+                del self._slices[old]
             text = self._text(path, text, size)
             parsed = _Parsed.of(SourceText(text)) if text is not None else None
             self._parsed[key] = parsed
@@ -375,7 +375,7 @@ def _slice(tree: ast.Module, name: str) -> ast.Module:
             if kept.get(index, False) or (index in kept and not whole):
                 continue
             kept[index] = whole
-            names, called = _mentions(stmt) if whole else _mentions_of_header(stmt)
+            names, called = _mentions_of_header(stmt) if isinstance(stmt, ast.ClassDef) and not whole else _mentions(stmt)
             for mentioned in names:
                 upgrade = mentioned in called or (isinstance(stmt, ast.ClassDef) and whole and mentioned in _base_names(stmt))
                 if mentioned not in seen or (upgrade and not seen[mentioned]):

@@ -10,7 +10,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
 from torch_preflight.core import project as project_module
 from torch_preflight.core.config import Config
 from torch_preflight.core.parse import parse

@@ -21,6 +21,11 @@ analysis code itself (sizes and mtimes of the core/rules/estimator modules), so 
 development checkout never serves results of older rules. A corrupt or unreadable cache
 is ignored and rewritten; saving is atomic (write, then rename) and best effort, and
 drops the cache files of other configurations unused for 30 days.
+
+Beside it, `<fingerprint>.summaries.json` keeps the whole-program model's answers (function
+summaries, the events a call into another module contributes: `core.program.SummaryStore`) under
+content keys, each with the files it rests on; it is read only when some file must be analysed,
+and saved with the entries whose files are still unchanged.
 """
 
 from __future__ import annotations

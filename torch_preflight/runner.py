@@ -6,7 +6,10 @@ read and hashed), and hands the rest to `process()`, serially or over a
 `ProcessPoolExecutor`. The analysis modules and the process pool are imported only when
 some file must be analysed, so a fully warm run stays light.
 Each file is parsed once per analysis; `--fix` re-analyses only after applying edits,
-until nothing more applies (at most `MAX_FIX_ROUNDS` rounds).
+until nothing more applies (at most `MAX_FIX_ROUNDS` rounds). The files one process analyses
+share a `Project` (what they read of the user's other modules, the function summaries), over
+the summaries earlier runs stored beside the cache; the new ones come back with each outcome
+and are saved after the run.
 """
 
 from __future__ import annotations
