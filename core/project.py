@@ -3,8 +3,9 @@
 `Project.resolve_class(importer, "models.resnet.ResNet")` finds `models/resnet.py` (or
 `models/resnet/__init__.py`) beside the importing file or in one of its parent folders
 up to the project root, parses and models it with the same core, and returns the class.
-Nothing is imported or executed. Results are cached per path and modification time in
-the `Project` instance (one per CLI run, per language-server session). Each analysis
+Nothing is imported or executed. A function is answered from a slice of its module (the
+statements it reaches by name, `_slice`), within the analysis's `Budget` of bytes read.
+Results are cached per path and modification time in the `Project` instance (one per CLI run, per language-server session). Each analysis
 looks through its own `ProjectView`, which records the files it used, so that caches of
 the importing file can be invalidated when one of them changes.
 
@@ -29,8 +30,8 @@ from torch_preflight.core.source import SourceText
 
 MAX_MODULE_BYTES = 2_000_000
 MAX_PARENT_LEVELS = 3
-# What one analysis may parse of other modules to follow calls (`ProjectView.resolve_function`): past it a
-# callee is unknown (`ProjectView.cut`), never "does nothing". A user's helper modules fit many times over;
+# What one analysis may read of other modules to follow calls (`ProjectView.resolve_function`): past it a
+# callee is unknown (`Budget.cuts`), never "does nothing". A user's helper modules fit many times over;
 # torch's own 10k-line modules, which its internals call in every loop, do not.
 FOREIGN_BUDGET_BYTES = 400_000
 PARSED_KEPT = 8  # whole-module syntax trees kept for slicing (they are large; slices and models are kept)
@@ -116,7 +117,7 @@ class Project:
         The model is the module's whole model when it is loaded already, else a slice of it that
         answers every question about the function alike (`_slice`): the module is parsed, but only
         the statements the function reaches by name are modelled. `budget`: what may still be parsed;
-        a module that does not fit is not read (the budget is marked `cut`) and the answer is None."""
+        a module that does not fit is not read (counted in `budget.cuts`) and the answer is None."""
         module, _, name = qualified.rpartition(".")
         if not module or not name or not importer or importer.startswith("<") or module.startswith("."):
             return None
@@ -274,7 +275,7 @@ class ProjectView:
 
     def resolve_function(self, importer: str, qualified: str) -> tuple[ModuleModel, str] | None:
         """`Project.resolve_function` within this analysis's budget: None also when the module did not
-        fit (then `budget.cut` is set, and whatever rests on the answer is unknown)."""
+        fit (then `budget.cuts` grows, and whatever rests on the answer is unknown)."""
         return self.project.resolve_function(importer, qualified, self.used, self.budget)
 
     def summary(self, model: ModuleModel, qualname: str) -> FunctionSummary | None:
