@@ -5,8 +5,8 @@ Uses run.py's own corpus sets, commands and timing (`corpus_sets`, `ours_cmd`, `
 of torch, in one process so that every ratio comes from the same run:
 
 - ours with a cold result cache (`--cache-dir` a fresh folder), then warm (the same command again);
-- ours after one file changed: a copy of the training scripts' folder tree is checked warm, the
-  module that most of the other files' results rest on (by the dependencies the result cache
+- ours after one file changed: a copy of the corpus parts that hold the files is made, the files
+  are checked warm, the module that most of their results rest on (by the dependencies the result cache
   recorded) is edited, and the copy is checked again (only it and the files that read it are
   analysed again, over the summaries stored beside the cache);
 - the peer (bench/.venv-peer, CLI only; it has no cache).
@@ -29,16 +29,14 @@ import run  # bench/realworld/run.py: the same commands and timing as `make benc
 
 
 def _changed_run(files: list[Path], jobs: int, tmp: Path) -> dict[str, float | str | int]:
-    """Copy the files (keeping their tree under the corpus), check them twice, edit the module that
-    most of the others' results rest on (the dependencies the result cache recorded), check again:
-    the time of the last run and what was edited."""
+    """Copy the corpus parts that hold the files (a package, a repository: their helper modules
+    come along), check the files twice, edit the module that most of their results rest on (the
+    dependencies the result cache recorded), check them again: the time of the last run and what
+    was edited."""
     root = tmp / "copy"
-    copies = []
-    for f in files:
-        dest = root / f.relative_to(run.CORPUS)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, dest)
-        copies.append(dest)
+    for part in sorted({f.relative_to(run.CORPUS).parts[:2] for f in files}):
+        shutil.copytree(run.CORPUS.joinpath(*part), root.joinpath(*part), ignore=shutil.ignore_patterns("__pycache__"))
+    copies = [root / f.relative_to(run.CORPUS) for f in files]
     cache = tmp / "cache-changed"
     for _ in range(2):
         run.run_timed(run.ours_cmd(copies, jobs, cache))
