@@ -19,7 +19,11 @@ files it reaches, and every file read is recorded in the asking `ProjectView` (a
 memo hit), so result caches are invalidated when a dependency changes.
 
 Unknown stays unknown: a callee that cannot be resolved marks the summary `partial`, and
-rules treat partial facts as "may do anything".
+rules treat partial facts as "may do anything". So does a callee in a module past the
+analysis's budget of bytes read (`core.project.Budget`); such a summary is not memoised, and a
+memoised one replays the charges of its computation, so that answers never depend on what an
+earlier analysis read. A `SummaryStore`, when the `Project` has one, keeps summaries (and the
+training model's events of calls into other modules) across processes: the CLI's cache.
 """
 
 from __future__ import annotations
@@ -104,12 +108,13 @@ class SummaryStore:
         return added
 
 
-def text_digest(model: ModuleModel) -> str:
-    """A stable hash of a module's text (Python's `hash` of a string differs between processes)."""
-    found = model.__dict__.get("_tpf_digest")
-    if found is None:
-        found = model.__dict__["_tpf_digest"] = hashlib.blake2b(model.source.text.encode(), digest_size=16).hexdigest()
-    return str(found)
+def _store_key(kind: str, model: ModuleModel, name: str) -> str:
+    """A SummaryStore key: what is stored, the file, a stable hash of its text (Python's `hash` of a
+    string differs between processes), the function."""
+    digest = model.__dict__.get("_tpf_digest")
+    if digest is None:
+        digest = model.__dict__["_tpf_digest"] = hashlib.blake2b(model.source.text.encode(), digest_size=16).hexdigest()
+    return f"{kind}\0{model.path}\0{digest}\0{name}"
 
 
 @dataclass
@@ -137,7 +142,7 @@ class Program:
         past it makes the summary `partial`, and such a summary is not memoised."""
         site = (model.path, hash(model.source.text), qualname)
         if site not in self._by_site and self.store is not None and not model.path.startswith("<"):
-            self._from_store(site, f"summary\0{model.path}\0{text_digest(model)}\0{qualname}")
+            self._from_store(site, _store_key("summary", model, qualname))
         if site in self._by_site and all(self.project.unchanged(d) for d in self._deps[site].values()):
             if budget is None or budget.replay(self._charges[site]):
                 used.update(self._deps[site])
@@ -158,8 +163,7 @@ class Program:
         self._deps[site] = deps
         self._charges.setdefault(site, ())
         if self.store is not None and not model.path.startswith("<"):
-            key = f"summary\0{model.path}\0{text_digest(model)}\0{qualname}"
-            self._to_store(key, found.to_json() if found is not None else None, deps, self._charges[site])
+            self._to_store(_store_key("summary", model, qualname), found.to_json() if found is not None else None, deps, self._charges[site])
         return found
 
     def _from_store(self, site: tuple[str, int, str], key: str) -> None:
@@ -197,7 +201,7 @@ class Program:
         it charged), or None when nothing valid is stored."""
         if self.store is None or model.path.startswith("<"):
             return None
-        stored = self.store.get(f"foreign\0{model.path}\0{text_digest(model)}\0{name}")
+        stored = self.store.get(_store_key("foreign", model, name))
         deps = self._stored_deps(stored)
         if deps is None:
             return None
@@ -215,7 +219,7 @@ class Program:
         if self.store is None or model.path.startswith("<"):
             return
         value = [list(found[0]), [_event_json(e) for e in found[1]]] if found is not None else None
-        self._to_store(f"foreign\0{model.path}\0{text_digest(model)}\0{name}", value, deps, charges)
+        self._to_store(_store_key("foreign", model, name), value, deps, charges)
 
     def resolve(
         self, model: ModuleModel, name: str, scope: str, used: dict[str, Dependency], budget: Budget | None = None

@@ -69,6 +69,7 @@ def _start(summaries: dict[str, Any] | None) -> None:
 
         _STORE.append(SummaryStore(summaries))
 
+
 MAX_FIX_ROUNDS = 10
 PARALLEL_MIN_FILES = 8  # below this, without an explicit -j, a pool costs more than it saves
 
