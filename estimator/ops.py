@@ -26,6 +26,7 @@ from torch_preflight.estimator.tensors import tensor_method, torch_function
 from torch_preflight.estimator.values import (
     ITEMSIZE,
     UNKNOWN,
+    ClassValue,
     ContextValue,
     Dataset,
     Function,
@@ -67,7 +68,6 @@ SHAPE_KEEPING_TRANSFORMS = {
 def container_base(mod: Module) -> str | None:
     """The torch.nn layer a user class derives from (directly or not): "Sequential", "Transformer", ...; None when it
     derives from nn.Module only."""
-    from torch_preflight.estimator.values import ClassValue
 
     todo = [mod.cls] if mod.cls is not None else []
     while todo:
@@ -79,6 +79,11 @@ def container_base(mod: Module) -> str | None:
             if isinstance(base, ClassValue):
                 todo.append(base)
     return None
+
+
+def _derives(cls: Any, kind: Any) -> bool:
+    """Whether class `cls` is `kind` or derives from it."""
+    return cls is kind or (isinstance(cls, ClassValue) and any(_derives(b, kind) for b in cls.bases))
 
 
 def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | None:
@@ -125,6 +130,10 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return args[0] if args else None  # initialisers fill a parameter in place
     if name == "contextlib.nullcontext":
         return ContextValue("other")
+    if name in ("collections.OrderedDict", "typing.OrderedDict"):
+        return dict(*args[:1], **kwargs) if not args or isinstance(args[0], (dict, list)) else UNKNOWN
+    if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
+        return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
     if name.startswith("numpy."):
         return numpy_call(it, short, args, kwargs)
     if name.startswith("einops."):
@@ -334,6 +343,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             # a layer's class among torch.nn classes (minGPT's weight-decay lists): a catalog layer is exactly its type
             names = {k.name.rsplit(".", 1)[-1] for k in kinds}
             return "Module" in names or (args[0].catalog and args[0].type in names)
+        if args and isinstance(args[0], Module) and kinds and all(isinstance(k, ClassValue) for k in kinds):
+            return any(_derives(args[0].cls, k) for k in kinds)  # `isinstance(m, Bottleneck)` of the model's own classes
         return UNKNOWN
     if name == "vars":
         return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
@@ -357,7 +368,12 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         return UNKNOWN
     if name == "hasattr":
         # feature tests on torch (`hasattr(F, "scaled_dot_product_attention")`): the estimate models torch 2.x
-        return True if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch" else UNKNOWN
+        if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch":
+            return True
+        if len(args) == 2 and isinstance(args[0], Module) and isinstance(args[1], str) and not args[0].doubtful:
+            mod, attr = args[0], args[1]  # a layer the estimator built: it has what its __init__ set
+            return attr in mod.children or attr in mod.attrs or (mod.cls is not None and mod.cls.lookup(attr) is not None)
+        return UNKNOWN
     if name == "setattr":
         if len(args) == 3 and isinstance(args[1], str):
             it.setattr(args[0], args[1], args[2], node or ast.Pass())
