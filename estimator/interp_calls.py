@@ -109,6 +109,8 @@ class Calls:
         self.tick()
         node = fn.node
         scope = Scope(fn.env)
+        if fn.owner is not None:
+            scope.vars["__class__"] = fn.owner  # as Python's cell: what `super()` in a method starts from
         a = node.args
         positional = [*a.posonlyargs, *a.args]
         if fn.config is not None and not args and not kwargs:

@@ -34,6 +34,8 @@ def environment_paths(python: str | None) -> tuple[str, ...]:
     if python is None:
         return tuple(p for p in sys.path if p and Path(p).is_dir())
     where = Path(python).expanduser()
+    if not where.exists():
+        return ()
     root = where if where.is_dir() else where.parent.parent  # <env>/bin/python, <env>\Scripts\python.exe
     sites = sorted(root.glob("lib/python3*/site-packages")) + sorted(root.glob("lib64/python3*/site-packages"))
     sites += [root / "Lib" / "site-packages"] if (root / "Lib" / "site-packages").is_dir() else []
@@ -156,7 +158,7 @@ def locate(qualified: str, paths: tuple[str, ...] | None) -> tuple[str, str, str
     """(source file, module, name) of a library's model function or class when the environment `paths` has the
     library; None when there are no paths, the name is not a model's or is not found in a `.py` file."""
     top = qualified.split(".", 1)[0]
-    if paths is None or top not in ("torchvision", "timm", "transformers") or qualified in FACTORIES:
+    if not paths or top not in ("torchvision", "timm", "transformers") or qualified in FACTORIES:
         return None
     found = find_definition(qualified, paths)
     return found if found is not None and f"{found[1]}.".startswith(MODEL_NAMESPACES) else None

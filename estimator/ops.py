@@ -10,7 +10,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, reshape
+from torch_preflight.estimator import catalog, configs, library_sources, reshape
 from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
@@ -81,6 +81,55 @@ def container_base(mod: Module) -> str | None:
     return None
 
 
+# create_model's own arguments: the rest go on to the model's function
+_CREATE_MODEL_ONLY = ("model_name", "checkpoint_path", "cache_dir", "scriptable", "exportable", "no_jit", "pretrained_cfg_overlay")
+
+
+def timm_create_model(it: Interpreter, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
+    """`timm.create_model("resnet50", num_classes=10)`: the function timm registers under that name, read from the
+    installed timm's source and called with the model's arguments; a model listed as unknown, by name, when timm
+    is not installed or does not register it."""
+    model_name = args[0] if args else kwargs.get("model_name")
+    found = library_sources.timm_model(model_name, it.library_paths) if isinstance(model_name, str) and it.library_paths else None
+    if found is None:
+        shown = repr(model_name) if isinstance(model_name, str) else "a name that is not known"
+        mod = Module(f"timm.create_model({shown})", line, col, catalog=True)
+        mod.file, mod.doubtful = it.foreign_file(), True
+        mod.args["incomplete"] = f"timm.create_model({shown}): the model is not found in an installed timm (pass --python)"
+        it.problem(mod.args["incomplete"], node)
+        return mod
+    it.assume(f"timm.create_model({model_name!r}) read from the installed library's source ({found[1]}.{found[2]})", None)
+    rest = {k: v for k, v in kwargs.items() if k not in _CREATE_MODEL_ONLY}
+    return it.call(it.library_definition(*found), list(args[1:]), rest, node)
+
+
+def _after_in_mro(me: Any, owner: Any, name: str) -> Function | None:
+    """The method `name` that `super()` in a method of class `owner` finds for instance `me`: the first class after
+    `owner` in the instance's method resolution order that defines it; None when that is a torch (or other
+    library) class the estimator models itself."""
+    cls = me.cls if isinstance(me, Module) else me.attrs.get("__class__") if isinstance(me, Obj) else None
+    if not isinstance(cls, ClassValue) or not isinstance(owner, ClassValue):
+        return None
+    order: list[Any] = []
+
+    def walk(c: Any) -> None:  # depth first, a class kept at its last occurrence (C3's order for the usual diamonds)
+        if c in order:
+            order.remove(c)
+        order.append(c)
+        for base in c.bases if isinstance(c, ClassValue) else ():
+            walk(base)
+
+    walk(cls)
+    after = order[order.index(owner) + 1:] if owner in order else []
+    for c in after:
+        if not isinstance(c, ClassValue):
+            return None
+        found = c.attrs.get(name)
+        if found is not None:
+            return found if isinstance(found, Function) else None
+    return None
+
+
 def _derives(cls: Any, kind: Any) -> bool:
     """Whether class `cls` is `kind` or derives from it."""
     return cls is kind or (isinstance(cls, ClassValue) and any(_derives(b, kind) for b in cls.bases))
@@ -132,6 +181,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return ContextValue("other")
     if name in ("collections.OrderedDict", "typing.OrderedDict"):
         return dict(*args[:1], **kwargs) if not args or isinstance(args[0], (dict, list)) else UNKNOWN
+    if name in library_sources.FACTORIES:
+        return timm_create_model(it, args, kwargs, node, line, col)
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
         return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
     if name.startswith("numpy."):
@@ -287,7 +338,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             me = it.scope.lookup("self")
         except KeyError:
             me = None
-        return Obj("super", {"self": me})
+        owner = it.scope.vars.get("__class__")
+        return Obj("super", {"self": me, "class": owner})
     if name in ("int", "float", "bool", "str", "abs", "round"):
         if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
             try:
@@ -405,6 +457,9 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return UNKNOWN
     if isinstance(obj, Obj) and obj.type == "super":
         me = obj.attrs.get("self")
+        method = _after_in_mro(me, obj.attrs.get("class"), name)
+        if method is not None:  # `super().__init__(...)` of a base class the script (or library) defines
+            return it.call_function(method, [me, *args], kwargs)
         base = container_base(me) if name == "__init__" and isinstance(me, Module) else None
         if base == "Sequential" and isinstance(me, Module):
             # `class MLPBlock(nn.Sequential): super().__init__(*layers)`: its layers are its children, run in order
