@@ -101,7 +101,11 @@ def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, A
         it.record(logp, [pred], [logp])
         pred = logp
         if isinstance(target, Tensor):
-            saved = [target]
+            saved = [target, Tensor((), "float32")]  # nll_loss's total weight, a scalar
+    elif kind == "nll_loss":  # the log-probabilities (log_softmax's output), the target, the total weight
+        saved = [pred, *([target, Tensor((), "float32")] if isinstance(target, Tensor) else [])]
+    elif kind == "l1_loss":  # (input - target).abs().mean(): abs saves the difference, a tensor of its own
+        saved = [Tensor(pred.shape, pred.dtype)]
     elif kind in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy", "kl_div"):
         saved = [pred] + ([target] if isinstance(target, Tensor) else [])
         if it.autocast and it.device == "cuda" and pred.dtype != "float32":
@@ -136,6 +140,8 @@ def norm(it: Interpreter, kind: str, x: Tensor, params: list[Tensor], kwargs: di
         n_norm = math.prod(mod.params.get("weight", (x.shape[-1],))) if mod else x.shape[-1]
         rows = x.numel // max(n_norm, 1)
         stats = [Tensor((rows,), "float32")]
+        if it.device == "cpu":  # composite on the CPU (torch 2.13): x * rsqrt(mean(x^2) + eps), then * weight, saves x * rstd
+            stats.append(Tensor(x.shape, dtype))
         out = Tensor(x.shape, dtype)
         return it.record(out, [xin, *params], [xin, *stats], params=mod)
     else:

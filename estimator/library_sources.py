@@ -3,6 +3,7 @@
 `torchvision.models.resnet18` in a script is looked up with jedi in the environment's import path: the `.py` file that
 defines it (torchvision/models/resnet.py) is what the interpreter then reads, like one of the user's modules.
 `timm.create_model("resnet50")` is the function of that name that timm's model files register (`@register_model`).
+Hugging Face models come from the catalog (see MODEL_NAMESPACES).
 
 Reading a library never imports it, in this process or another:
 - jedi runs in this process with an environment whose accessor refuses to load a compiled module (jedi would import
@@ -148,8 +149,12 @@ def _source_only_environment() -> Any:
 
 
 # the parts of a library whose functions and classes are read from its source: its models and their building blocks
-# (datasets, transforms, trainers and the like are the estimator's own)
-MODEL_NAMESPACES = ("torchvision.models.", "torchvision.ops.", "timm.models.", "timm.layers.", "transformers.models.")
+# (datasets, transforms, trainers and the like are the estimator's own). Hugging Face transformers is not among them:
+# its package resolves names through a lazy module jedi does not follow (and spends ~40 s of CPU trying, per name,
+# on transformers 5.24), so its models come from the catalog (estimator.architectures).
+MODEL_NAMESPACES = ("torchvision.models.", "torchvision.ops.", "timm.")
+# ...and the modules they may be defined in (a name of timm's top level is defined in timm.models or timm.layers)
+DEFINED_IN = ("torchvision.models.", "torchvision.ops.", "timm.models.", "timm.layers.")
 # names the estimator resolves itself: timm's factory names its model by a string (`timm_model`)
 FACTORIES = {"timm.create_model", "timm.models.create_model"}
 
@@ -157,11 +162,10 @@ FACTORIES = {"timm.create_model", "timm.models.create_model"}
 def locate(qualified: str, paths: tuple[str, ...] | None) -> tuple[str, str, str] | None:
     """(source file, module, name) of a library's model function or class when the environment `paths` has the
     library; None when there are no paths, the name is not a model's or is not found in a `.py` file."""
-    top = qualified.split(".", 1)[0]
-    if not paths or top not in ("torchvision", "timm", "transformers") or qualified in FACTORIES:
+    if not paths or not qualified.startswith(MODEL_NAMESPACES) or qualified in FACTORIES:
         return None
     found = find_definition(qualified, paths)
-    return found if found is not None and f"{found[1]}.".startswith(MODEL_NAMESPACES) else None
+    return found if found is not None and f"{found[1]}.".startswith(DEFINED_IN) else None
 
 
 def read(path: str) -> str:

@@ -74,6 +74,12 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
     if short == "randint":
         size = kwargs.get("size", args[-1] if args else None)
         return new_tensor(it, ints([size]) if size is not None else None, dtype_of(kwargs.get("dtype")) or "int64", node)
+    if short == "eye" and args and isinstance(args[0], int):
+        m = args[1] if len(args) > 1 else kwargs.get("m", args[0])
+        return Tensor((args[0], m), dtype, external=it.forward_depth == 0) if isinstance(m, int) else UNKNOWN
+    if short in ("linspace", "logspace"):
+        steps = args[2] if len(args) > 2 else kwargs.get("steps")
+        return Tensor((steps,), dtype, external=it.forward_depth == 0) if isinstance(steps, int) else UNKNOWN
     if short == "randperm" and args and isinstance(args[0], int):
         return Tensor((args[0],), dtype_of(kwargs.get("dtype")) or "int64", external=True)
     if short == "arange":
@@ -144,12 +150,14 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         shape = x.shape
         for t in tensors[1:]:
             shape = broadcast(shape, t.shape) or shape
-        return it.elementwise(tensors, shape, short, tensors)
+        # where's backward needs only the condition; maximum's and minimum's both inputs
+        return it.elementwise(tensors, shape, short, tensors[:1] if short == "where" else tensors)
     if short in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits",
                  "binary_cross_entropy", "huber_loss", "kl_div"):
         return loss(it, short, args[0], args[1] if len(args) > 1 else kwargs.get("target"), kwargs)
     if short in ("layer_norm", "rms_norm", "group_norm", "batch_norm"):
-        return norm(it, short, x, tensors[1:], kwargs)
+        groups = args[1] if short == "group_norm" and len(args) > 1 else kwargs.get("num_groups", 1)
+        return norm(it, short, x, tensors[1:], kwargs, n_groups=groups if isinstance(groups, int) else 1)
     if short == "embedding":
         idx, w = args[0], args[1]
         if isinstance(idx, Tensor) and isinstance(w, Tensor):
@@ -183,8 +191,10 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         if short == "one_hot":
             n = args[1] if len(args) > 1 else kwargs.get("num_classes")
             return Tensor((*x.shape, n), "int64") if isinstance(n, int) else UNKNOWN
-        if short == "normalize":
-            return it.elementwise([x], x.shape, "normalize", [x])
+        if short == "normalize":  # x / norm(x).clamp_min(eps): the input, the norm and its clamp are saved
+            d = kwargs.get("dim", args[2] if len(args) > 2 else 1)
+            stats = tuple(1 if i == norm_dim(d, len(x.shape)) else n for i, n in enumerate(x.shape)) if isinstance(d, int) else x.shape
+            return it.elementwise([x], x.shape, "normalize", [x, Tensor(stats, x.dtype), Tensor(stats, x.dtype)])
         return tensor_method(it, x, short, args[1:], kwargs, node)
     if short in ("conv1d", "conv2d", "conv_transpose2d"):
         it.problem(f"F.{short} is not modelled", node)
@@ -262,8 +272,8 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         if name in ("max", "min") and dim is not None:
             res = it.record(out, [t], [Tensor(out_shape, "int64")])
             return (res, Tensor(out_shape, "int64"))
-        if name in ("amax", "max", "min"):
-            saved = [t, out]
+        if name in ("amax", "max", "min", "std", "norm", "logsumexp"):  # their backward reads the result too
+            saved = [*saved, out] if saved else [t, out]
         return it.record(out, [t], saved)
     if name in ("softmax", "log_softmax", "relu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "abs", "log", "pow", "sin", "cos"):
         if name == "pow":
@@ -275,7 +285,7 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
     if name in ("matmul", "mm", "bmm"):
         return it.matmul(t, args[0]) if args else UNKNOWN
     if name in ("clamp", "clamp_", "clip", "neg", "round", "floor", "sign", "square", "erf", "roll", "tril", "triu", "tril_", "triu_"):
-        return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square") else [])
+        return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square", "erf") else [])
     if name in ("gather", "index_select", "repeat_interleave", "topk"):
         it.problem(f"tensor.{name}() shape is not modelled", node)
         return UNKNOWN
