@@ -68,7 +68,7 @@ def _pth_folders(pth: Path) -> list[str]:
 def find_definition(qualified: str, paths: tuple[str, ...]) -> tuple[str, str, str] | None:
     """(source file, module name, name in it) where `qualified` (`torchvision.models.resnet50`) is defined, followed
     through the library's re-exports by jedi; None when it is not defined in a `.py` file on `paths`."""
-    module, _, name = qualified.rpartition(".")
+    module = qualified.rpartition(".")[0]
     if not module or not all(part.isidentifier() for part in qualified.split(".")):
         return None
     code = f"import {module}\n{qualified}"
