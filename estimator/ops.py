@@ -81,6 +81,13 @@ def container_base(mod: Module) -> str | None:
     return None
 
 
+# what every nn.Module has (`hasattr(m, "forward")`)
+MODULE_API = {
+    "forward", "parameters", "named_parameters", "modules", "named_modules", "children", "named_children", "buffers",
+    "named_buffers", "state_dict", "load_state_dict", "train", "eval", "training", "to", "cuda", "cpu", "apply",
+    "register_buffer", "register_parameter", "register_module", "add_module", "zero_grad", "requires_grad_", "half",
+    "float", "double", "bfloat16", "type", "extra_repr", "get_submodule", "get_parameter",
+}
 # create_model's own arguments: the rest go on to the model's function
 _CREATE_MODEL_ONLY = ("model_name", "checkpoint_path", "cache_dir", "scriptable", "exportable", "no_jit", "pretrained_cfg_overlay")
 
@@ -180,7 +187,10 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     if name == "contextlib.nullcontext":
         return ContextValue("other")
     if name in ("collections.OrderedDict", "typing.OrderedDict"):
-        return dict(*args[:1], **kwargs) if not args or isinstance(args[0], (dict, list)) else UNKNOWN
+        try:
+            return dict(*args[:1], **kwargs) if not args or isinstance(args[0], (dict, list)) else UNKNOWN
+        except (TypeError, ValueError):  # a list that is not of pairs
+            return UNKNOWN
     if name in library_sources.FACTORIES:
         return timm_create_model(it, args, kwargs, node, line, col)
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
@@ -338,7 +348,7 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             me = it.scope.lookup("self")
         except KeyError:
             me = None
-        owner = it.scope.vars.get("__class__")
+        owner = args[0] if args and isinstance(args[0], ClassValue) else it.scope.vars.get("__class__")  # super(Cls, self)
         return Obj("super", {"self": me, "class": owner})
     if name in ("int", "float", "bool", "str", "abs", "round"):
         if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
@@ -423,8 +433,12 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch":
             return True
         if len(args) == 2 and isinstance(args[0], Module) and isinstance(args[1], str) and not args[0].doubtful:
-            mod, attr = args[0], args[1]  # a layer the estimator built: it has what its __init__ set
-            return attr in mod.children or attr in mod.attrs or (mod.cls is not None and mod.cls.lookup(attr) is not None)
+            mod, attr = args[0], args[1]  # a layer the estimator built: it has what its __init__ set, and nn.Module's API
+            if (attr in (*mod.children, *mod.attrs, *mod.params, *mod.buffers) or attr in MODULE_API
+                    or (mod.cls is not None and mod.cls.lookup(attr) is not None)):
+                return True
+            # a container holds its layers only; another torch.nn layer has attributes the estimator does not keep
+            return False if not mod.catalog or mod.type in catalog.CONTAINERS else UNKNOWN
         return UNKNOWN
     if name == "setattr":
         if len(args) == 3 and isinstance(args[1], str):

@@ -192,3 +192,45 @@ def test_without_the_library_the_catalog_is_read(tmp_path: Path) -> None:
                  .replace("torch.randn(4, 32)", "torch.randn(4, 3, 32, 32)"), str(tmp_path))
     assert report.complete, report.unknowns
     assert any("catalog of common architectures" in a.text for a in report.assumptions)
+
+
+def test_the_python_library_models_are_written_in() -> None:
+    """What torchvision's source needs, in a script of the user's own: `super()` through two subclasses of
+    nn.Sequential (the layers were lost, and the estimate claimed to be complete), `super(Cls, self)`,
+    `functools.partial` of a layer, an OrderedDict of layers, `hasattr` and `isinstance` on the layers built."""
+    report = one("""\
+    from collections import OrderedDict
+    from functools import partial
+    import torch
+    import torch.nn as nn
+
+    class MLP(nn.Sequential):
+        def __init__(self, sizes, norm_layer=None):
+            layers = []
+            for a, b in zip(sizes[:-1], sizes[1:]):
+                layers.append(nn.Linear(a, b))
+                if norm_layer is not None:
+                    layers.append(norm_layer(b))
+            super().__init__(*layers)
+
+    class Block(MLP):
+        def __init__(self, dim):
+            super(Block, self).__init__([dim, 4 * dim, dim], norm_layer=partial(nn.LayerNorm, eps=1e-6))
+            for m in self.modules():
+                if isinstance(m, Block) and hasattr(m, "missing"):
+                    m.extra = nn.Linear(dim, 1000)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.Sequential(OrderedDict([("b0", Block(8)), ("b1", Block(8))]))
+
+        def forward(self, x):
+            return self.blocks(x)
+
+    model = Net()
+    model(torch.randn(2, 8)).sum().backward()
+    """, "")
+    assert report.complete, report.unknowns
+    per_block = (8 * 32 + 32) + 2 * 32 + (32 * 8 + 8) + 2 * 8
+    assert sum(layer.params for layer in report.layers) == 2 * per_block
