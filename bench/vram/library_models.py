@@ -7,7 +7,9 @@ For torchvision's resnet18, resnet50 and vit_b_16 (one SGD training script each,
 - the CPU peak of two steps measured with the torch venv (`--torch`), torchvision imported from those sources (its
   compiled extension is absent: a sitecustomize stands in for the one module that needs it).
 
-Usage: python bench/vram/library_models.py [--torch .venv/bin/python] [--only resnet18]
+Measurements are cached in bench/out/library-models/measured.json (`--remeasure` refreshes them).
+
+Usage: python bench/vram/library_models.py [--torch .venv/bin/python] [--only resnet18] [--remeasure]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 OUT = ROOT / "bench" / "out" / "library-models"
 PACKAGES = ROOT / "bench" / "out" / "corpus" / "packages"
+CACHE = OUT / "measured.json"
 sys.path.insert(0, str(ROOT))
 
 MODELS = ("resnet18", "resnet50", "vit_b_16")
@@ -80,11 +83,13 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--torch", default=str(ROOT / ".venv" / "bin" / "python"))
     parser.add_argument("--only")
+    parser.add_argument("--remeasure", action="store_true", help="measure again (measurements are cached)")
     args = parser.parse_args()
     if not (PACKAGES / "torchvision" / "models" / "resnet.py").is_file():
         print(f"torchvision's sources are not in {PACKAGES}", file=sys.stderr)
         return 1
     with_lib, without, stub = environments()
+    measured: dict[str, int | None] = json.loads(CACHE.read_text(encoding="utf-8")) if CACHE.is_file() else {}
 
     def pct(value: int | None, truth: int | None) -> str:
         return f"{100 * (value - truth) / truth:+.2f}%" if value and truth else "n/a"
@@ -98,7 +103,10 @@ def main() -> int:
         path.write_text(SCRIPT.format(factory=factory), encoding="utf-8")
         src, src_complete, src_kind = estimate(path, with_lib)
         cat, cat_complete, cat_kind = estimate(path, without)
-        truth = measure(args.torch, path, stub, next(with_lib.glob("lib/python3*/site-packages")))
+        if factory not in measured or args.remeasure:
+            measured[factory] = measure(args.torch, path, stub, next(with_lib.glob("lib/python3*/site-packages")))
+            CACHE.write_text(json.dumps(measured, indent=1), encoding="utf-8")
+        truth = measured[factory]
         if (src_kind, cat_kind) != ("source", "catalog") or not (src_complete and cat_complete):
             print(f"{factory}: read from {src_kind} (complete {src_complete}) and {cat_kind} (complete {cat_complete})", file=sys.stderr)
         print(f"| {factory} | {src:,} | {cat:,} | {truth:,} | {pct(src, truth)} | {pct(cat, truth)} |" if src and cat and truth
