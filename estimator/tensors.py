@@ -129,6 +129,11 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         return it.elementwise(items, shape, "cat")
     if short in ("matmul", "bmm", "mm"):
         return it.matmul(args[0], args[1]) if len(args) >= 2 else UNKNOWN
+    if short == "baddbmm" and len(args) >= 3 and isinstance(args[1], Tensor) and isinstance(args[2], Tensor):
+        b1, b2 = args[1], args[2]  # input + batch1 @ batch2: the batches are saved, the input is not
+        return it.record(Tensor((*b1.shape[:-1], b2.shape[-1]), b1.dtype), [a for a in args[:3] if isinstance(a, Tensor)], [b1, b2])
+    if short == "einsum" and args and isinstance(args[0], str):
+        return einsum(it, args[0], list(args[1][:]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:], node)
     if short == "linear":
         x, w = args[0], args[1]
         b = args[2] if len(args) > 2 else kwargs.get("bias")
@@ -180,7 +185,8 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         return tensor_method(it, x, "flatten", args[1:], kwargs, node)
     if short in ("sum", "mean", "amax", "max", "min", "var", "std", "logsumexp", "norm", "transpose", "permute", "reshape",
                  "chunk", "split", "unsqueeze", "squeeze", "masked_fill", "clamp", "pad", "one_hot", "normalize", "argmax", "topk",
-                 "einsum", "outer", "repeat_interleave", "sign", "floor", "round", "square", "neg", "roll", "erf", "gather"):
+                 "outer", "repeat_interleave", "sign", "floor", "round", "square", "neg", "roll", "erf", "gather", "index_select",
+                 "topk", "sort", "cumsum", "glu", "pixel_shuffle", "logsigmoid"):
         if short == "pad":
             pads = args[1] if len(args) > 1 else kwargs.get("pad")
             padded = list(x.shape)
@@ -286,7 +292,9 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return it.matmul(t, args[0]) if args else UNKNOWN
     if name in ("clamp", "clamp_", "clip", "neg", "round", "floor", "sign", "square", "erf", "roll", "tril", "triu", "tril_", "triu_"):
         return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square", "erf") else [])
-    if name in ("gather", "index_select", "repeat_interleave", "topk"):
+    if name in ("gather", "index_select", "topk", "sort", "cumsum", "outer", "glu", "pixel_shuffle", "logsigmoid"):
+        return _indexing(it, t, name, args, kwargs) or _not_modelled(it, f"tensor.{name}()", node)
+    if name == "repeat_interleave":
         it.problem(f"tensor.{name}() shape is not modelled", node)
         return UNKNOWN
     if name in ("new_zeros", "new_ones", "new_empty", "new_full"):
@@ -294,6 +302,68 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return Tensor(new_dims, t.dtype) if new_dims is not None else UNKNOWN
     it.problem(f"tensor.{name}() is not modelled", node)
     return Unknown(f"tensor.{name}()")
+
+
+def _not_modelled(it: Interpreter, what: str, node: ast.AST | None) -> Any:
+    it.problem(f"{what} is not modelled for these arguments", node)
+    return UNKNOWN
+
+
+def _indexing(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Ops whose output shape comes from an index, a count or a dim: gather, index_select, topk, sort, cumsum, outer,
+    glu, pixel_shuffle, logsigmoid (what each saves as torch's autograd does, checked on the meta device); None when
+    an argument is not known."""
+    n = len(t.shape)
+    dim = kwargs.get("dim", args[0] if args and name in ("gather", "index_select", "cumsum", "sort", "glu") else -1)
+    if name == "topk":
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else -1)
+    if not isinstance(dim, int) or not -n <= dim < max(n, 1):
+        return None
+    d = norm_dim(dim, n)
+    if name in ("gather", "index_select"):
+        index = kwargs.get("index", args[1] if len(args) > 1 else None)
+        if not isinstance(index, Tensor):
+            return None
+        shape = index.shape if name == "gather" else (*t.shape[:d], index.numel, *t.shape[d + 1:])
+        return it.record(Tensor(shape, t.dtype), [t], [t, index] if name == "gather" else [index])  # gather's backward reads self
+    if name in ("topk", "sort"):
+        k = kwargs.get("k", args[0] if args else None) if name == "topk" else t.shape[d]
+        if not isinstance(k, int):
+            return None
+        shape = (*t.shape[:d], k, *t.shape[d + 1:])
+        indices = Tensor(shape, "int64")
+        return it.record(Tensor(shape, t.dtype), [t], [indices]), indices
+    if name == "cumsum":
+        return it.record(Tensor(t.shape, t.dtype), [t], [])
+    if name == "outer":
+        other = args[0] if args else kwargs.get("vec2")
+        return it.record(Tensor((t.numel, other.numel), t.dtype), [t, other], [t, other]) if isinstance(other, Tensor) else None
+    if name == "glu":
+        return it.record(Tensor((*t.shape[:d], t.shape[d] // 2, *t.shape[d + 1:]), t.dtype), [t], [t])
+    if name == "logsigmoid":  # saves its input and a buffer of the input's size
+        return it.record(Tensor(t.shape, t.dtype), [t], [t, Tensor(t.shape, t.dtype)])
+    r = args[0] if args else kwargs.get("upscale_factor")  # pixel_shuffle: (N, C r^2, H, W) -> (N, C, H r, W r), a copy
+    if not isinstance(r, int) or n < 3 or t.shape[-3] % (r * r):
+        return None
+    return it.record(Tensor((*t.shape[:-3], t.shape[-3] // (r * r), t.shape[-2] * r, t.shape[-1] * r), t.dtype), [t], [])
+
+
+def einsum(it: Interpreter, equation: str, operands: list[Any], node: ast.AST | None) -> Any:
+    """torch.einsum without an ellipsis: the output's sizes from the subscripts; the operands are saved."""
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if "." in equation or len(terms) != len(operands) or not all(isinstance(o, Tensor) for o in operands):
+        return _not_modelled(it, "torch.einsum", node)
+    sizes: dict[str, int] = {}
+    for term, op in zip(terms, operands, strict=True):
+        if len(term) != len(op.shape):
+            return _not_modelled(it, "torch.einsum", node)
+        for letter, size in zip(term, op.shape, strict=True):
+            sizes[letter] = max(sizes.get(letter, size), size)
+    letters = output if arrow else "".join(sorted(c for c in sizes if inputs.count(c) == 1))
+    if any(c not in sizes for c in letters):
+        return _not_modelled(it, "torch.einsum", node)
+    return it.record(Tensor(tuple(sizes[c] for c in letters), operands[0].dtype), operands, operands)
 
 
 def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
