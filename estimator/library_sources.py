@@ -18,11 +18,14 @@ the import path of the Python the estimate runs in.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 import sys
 from pathlib import Path
 from typing import Any
+
+from torch_preflight.estimator.values import Module
 
 # a registered timm model: `@register_model` (possibly with other decorators) above `def NAME(`
 _TIMM_REGISTERED = r"@register_model\s*(?:\(\s*\))?\s*\n(?:\s*@[^\n]*\n)*def {name}\("
@@ -166,6 +169,28 @@ def locate(qualified: str, paths: tuple[str, ...] | None) -> tuple[str, str, str
         return None
     found = find_definition(qualified, paths)
     return found if found is not None and f"{found[1]}.".startswith(DEFINED_IN) else None
+
+
+# create_model's own arguments: the rest go on to the model's function
+_CREATE_MODEL_ONLY = ("model_name", "checkpoint_path", "cache_dir", "scriptable", "exportable", "no_jit", "pretrained_cfg_overlay")
+
+
+def timm_create_model(it: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
+    """`timm.create_model("resnet50", num_classes=10)`: the function timm registers under that name, read from the
+    installed timm's source and called with the model's arguments; a model listed as unknown, by name, when timm
+    is not installed or does not register it."""
+    model_name = args[0] if args else kwargs.get("model_name")
+    found = timm_model(model_name, it.library_paths) if isinstance(model_name, str) and it.library_paths else None
+    if found is None:
+        shown = repr(model_name) if isinstance(model_name, str) else "a name that is not known"
+        mod = Module(f"timm.create_model({shown})", line, col, catalog=True)
+        mod.file, mod.doubtful = it.foreign_file(), True
+        mod.args["incomplete"] = f"timm.create_model({shown}): the model is not found in an installed timm (pass --python)"
+        it.problem(mod.args["incomplete"], node)
+        return mod
+    it.assume(f"timm.create_model({model_name!r}) read from the installed library's source ({found[1]}.{found[2]})", None)
+    rest = {k: v for k, v in kwargs.items() if k not in _CREATE_MODEL_ONLY}
+    return it.call(it.library_definition(*found), list(args[1:]), rest, node)
 
 
 def read(path: str) -> str:

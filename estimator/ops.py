@@ -1,7 +1,8 @@
 """What calls do: the registry the interpreter dispatches to (estimator.record.Ops): qualified torch and library calls,
 Python's builtins and methods. The semantics live beside it: estimator.tensors (torch.* functions, tensor methods,
 backward), estimator.kernels (what the shared kernels save and allocate), estimator.layers (the forward() of torch.nn
-layers), estimator.construct (constructors, optimizers, Lightning)."""
+layers), estimator.builtins (Python's builtins), estimator.construct (constructors, optimizers, Lightning), and
+estimator.library_sources (models of installed libraries, timm.create_model)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os.path
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.estimator import catalog, configs, library_sources, reshape
+from torch_preflight.estimator.builtins import after_in_mro, builtin
 from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
@@ -39,7 +41,6 @@ from torch_preflight.estimator.values import (
     Tensor,
     Transform,
     Unknown,
-    is_unknown,
 )
 
 if TYPE_CHECKING:
@@ -79,67 +80,6 @@ def container_base(mod: Module) -> str | None:
             if isinstance(base, ClassValue):
                 todo.append(base)
     return None
-
-
-# what every nn.Module has (`hasattr(m, "forward")`)
-MODULE_API = {
-    "forward", "parameters", "named_parameters", "modules", "named_modules", "children", "named_children", "buffers",
-    "named_buffers", "state_dict", "load_state_dict", "train", "eval", "training", "to", "cuda", "cpu", "apply",
-    "register_buffer", "register_parameter", "register_module", "add_module", "zero_grad", "requires_grad_", "half",
-    "float", "double", "bfloat16", "type", "extra_repr", "get_submodule", "get_parameter",
-}
-# create_model's own arguments: the rest go on to the model's function
-_CREATE_MODEL_ONLY = ("model_name", "checkpoint_path", "cache_dir", "scriptable", "exportable", "no_jit", "pretrained_cfg_overlay")
-
-
-def timm_create_model(it: Interpreter, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
-    """`timm.create_model("resnet50", num_classes=10)`: the function timm registers under that name, read from the
-    installed timm's source and called with the model's arguments; a model listed as unknown, by name, when timm
-    is not installed or does not register it."""
-    model_name = args[0] if args else kwargs.get("model_name")
-    found = library_sources.timm_model(model_name, it.library_paths) if isinstance(model_name, str) and it.library_paths else None
-    if found is None:
-        shown = repr(model_name) if isinstance(model_name, str) else "a name that is not known"
-        mod = Module(f"timm.create_model({shown})", line, col, catalog=True)
-        mod.file, mod.doubtful = it.foreign_file(), True
-        mod.args["incomplete"] = f"timm.create_model({shown}): the model is not found in an installed timm (pass --python)"
-        it.problem(mod.args["incomplete"], node)
-        return mod
-    it.assume(f"timm.create_model({model_name!r}) read from the installed library's source ({found[1]}.{found[2]})", None)
-    rest = {k: v for k, v in kwargs.items() if k not in _CREATE_MODEL_ONLY}
-    return it.call(it.library_definition(*found), list(args[1:]), rest, node)
-
-
-def _after_in_mro(me: Any, owner: Any, name: str) -> Function | None:
-    """The method `name` that `super()` in a method of class `owner` finds for instance `me`: the first class after
-    `owner` in the instance's method resolution order that defines it; None when that is a torch (or other
-    library) class the estimator models itself."""
-    cls = me.cls if isinstance(me, Module) else me.attrs.get("__class__") if isinstance(me, Obj) else None
-    if not isinstance(cls, ClassValue) or not isinstance(owner, ClassValue):
-        return None
-    order: list[Any] = []
-
-    def walk(c: Any) -> None:  # depth first, a class kept at its last occurrence (C3's order for the usual diamonds)
-        if c in order:
-            order.remove(c)
-        order.append(c)
-        for base in c.bases if isinstance(c, ClassValue) else ():
-            walk(base)
-
-    walk(cls)
-    after = order[order.index(owner) + 1:] if owner in order else []
-    for c in after:
-        if not isinstance(c, ClassValue):
-            return None
-        found = c.attrs.get(name)
-        if found is not None:
-            return found if isinstance(found, Function) else None
-    return None
-
-
-def _derives(cls: Any, kind: Any) -> bool:
-    """Whether class `cls` is `kind` or derives from it."""
-    return cls is kind or (isinstance(cls, ClassValue) and any(_derives(b, kind) for b in cls.bases))
 
 
 def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | None:
@@ -192,7 +132,7 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         except (TypeError, ValueError):  # a list that is not of pairs
             return UNKNOWN
     if name in library_sources.FACTORIES:
-        return timm_create_model(it, args, kwargs, node, line, col)
+        return library_sources.timm_create_model(it, args, kwargs, node, line, col)
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
         return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
     if name.startswith("numpy."):
@@ -326,138 +266,6 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     return builtin(it, name, args, kwargs, node)
 
 
-def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
-    if name == "range":
-        if all(isinstance(a, int) for a in args):
-            return range(*args)
-        return UNKNOWN
-    if name == "len":
-        v = args[0] if args else None
-        if isinstance(v, Tensor):
-            return v.shape[0] if v.shape else UNKNOWN
-        if isinstance(v, Module):
-            return len(v.children)
-        if isinstance(v, Obj) and v.type == "shape":
-            return len(v.attrs["dims"])
-        try:
-            return len(v)  # type: ignore[arg-type]
-        except Exception:
-            return UNKNOWN
-    if name == "super":
-        try:
-            me = it.scope.lookup("self")
-        except KeyError:
-            me = None
-        owner = args[0] if args and isinstance(args[0], ClassValue) else it.scope.vars.get("__class__")  # super(Cls, self)
-        return Obj("super", {"self": me, "class": owner})
-    if name in ("int", "float", "bool", "str", "abs", "round"):
-        if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
-            try:
-                fn: Any = {"int": int, "float": float, "bool": bool, "str": str, "abs": abs, "round": round}[name]
-                return fn(*args)
-            except Exception:
-                return UNKNOWN
-        return UNKNOWN if args else {"int": 0, "float": 0.0, "bool": False, "str": "", "abs": UNKNOWN, "round": UNKNOWN}[name]
-    if name == "sorted" and args and isinstance(args[0], (list, tuple, set)) and all(isinstance(v, str) for v in args[0]):
-        return sorted(args[0], reverse=kwargs.get("reverse") is True)
-    if name in ("min", "max", "sum", "sorted", "any", "all", "divmod", "pow"):
-        vals = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, range)) else args
-        if (vals and all(isinstance(v, (int, float)) for v in vals)) or (name in ("sum", "any", "all", "sorted") and all(isinstance(v, (int, float)) for v in vals)):
-            try:
-                if name in ("divmod", "pow"):
-                    return (divmod if name == "divmod" else pow)(*vals)
-                reducer: Any = {"min": min, "max": max, "sum": sum, "sorted": sorted, "any": any, "all": all}[name]
-                return reducer(vals)
-            except Exception:
-                return UNKNOWN
-        if name == "sum" and vals and all(isinstance(v, Tensor) for v in vals):
-            out = vals[0]
-            for v in vals[1:]:
-                out = it.tensor_binop(ast.Add(), out, v, False)
-            return out
-        return UNKNOWN
-    if name in ("list", "tuple"):
-        if not args:
-            return [] if name == "list" else ()
-        items = it.iterate(args[0], node) if not isinstance(args[0], Obj) or args[0].type != "shape" else list(args[0].attrs["dims"])
-        if items is None:
-            return UNKNOWN
-        return list(items) if name == "list" else tuple(items)
-    if name == "dict":
-        return dict(kwargs)
-    if name in ("enumerate", "zip"):
-        seqs = [it.iterate(a, node) for a in args]
-        if any(s is None for s in seqs):
-            return UNKNOWN
-        items = list(enumerate(seqs[0])) if name == "enumerate" else list(zip(*seqs, strict=False))  # type: ignore[arg-type]
-        return Obj(name, {"items": items})
-    if name == "reversed":
-        seq = it.iterate(args[0], node) if args else None
-        return list(reversed(seq)) if seq is not None else UNKNOWN
-    if name == "isinstance":
-        kinds = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:2]
-        plain = {"int": int, "float": float, "bool": bool, "str": str, "list": list, "tuple": tuple, "dict": dict}
-        if args and kinds and all(isinstance(k, Qualified) and k.name in plain for k in kinds) and isinstance(
-                args[0], (int, float, bool, str, list, tuple, dict, type(None))):
-            return isinstance(args[0], tuple(plain[k.name] for k in kinds))
-        if args and isinstance(args[0], Module) and kinds and all(isinstance(k, Qualified) and k.name.startswith("torch.nn.")
-                                                                  for k in kinds):
-            # a layer's class among torch.nn classes (minGPT's weight-decay lists): a catalog layer is exactly its type
-            names = {k.name.rsplit(".", 1)[-1] for k in kinds}
-            return "Module" in names or (args[0].catalog and args[0].type in names)
-        if args and isinstance(args[0], Module) and kinds and all(isinstance(k, ClassValue) for k in kinds):
-            return any(_derives(args[0].cls, k) for k in kinds)  # `isinstance(m, Bottleneck)` of the model's own classes
-        return UNKNOWN
-    if name == "vars":
-        return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
-    if name == "globals":
-        return it.module_vars()
-    if name in ("open", "io.open", "builtins.open", "codecs.open"):
-        mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
-        return Obj("file", {"path": args[0], "mode": mode}) if args and isinstance(args[0], str) else UNKNOWN
-    if name == "exec":
-        if args and isinstance(args[0], configs.FileText):
-            it.exec_file(args[0].path, node)
-        else:
-            it.problem("exec() of code that is not a file of the project", node)
-        return None
-    if name in ("getattr",):
-        if len(args) >= 2 and isinstance(args[1], str):
-            value = it.getattr(args[0], args[1], node or ast.Pass())
-            if is_unknown(value) and len(args) == 3:
-                return args[2]
-            return value
-        return UNKNOWN
-    if name == "hasattr":
-        # feature tests on torch (`hasattr(F, "scaled_dot_product_attention")`): the estimate models torch 2.x
-        if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch":
-            return True
-        if len(args) == 2 and isinstance(args[0], Module) and isinstance(args[1], str) and not args[0].doubtful:
-            mod, attr = args[0], args[1]  # a layer the estimator built: it has what its __init__ set, and nn.Module's API
-            if (attr in (*mod.children, *mod.attrs, *mod.params, *mod.buffers) or attr in MODULE_API
-                    or (mod.cls is not None and mod.cls.lookup(attr) is not None)):
-                return True
-            # a container holds its layers only; another torch.nn layer has attributes the estimator does not keep
-            return False if not mod.catalog or mod.type in catalog.CONTAINERS else UNKNOWN
-        return UNKNOWN
-    if name == "setattr":
-        if len(args) == 3 and isinstance(args[1], str):
-            it.setattr(args[0], args[1], args[2], node or ast.Pass())
-        return None
-    if name == "set":
-        items = it.iterate(args[0], node) if args else []
-        return set(items) if items is not None and all(isinstance(v, (str, int, float, tuple)) for v in items) else UNKNOWN
-    if name == "iter" and args and isinstance(args[0], (Loader, list, tuple)):
-        return Obj("iterator", {"source": args[0]})
-    if name == "next" and args and isinstance(args[0], (Obj, Loader)) and (isinstance(args[0], Loader) or args[0].type == "iterator"):
-        source = args[0] if isinstance(args[0], Loader) else args[0].attrs["source"]
-        items = it.iterate(source, node or ast.Pass())  # a loader's next batch; a list's first item
-        return items[0] if items else (args[1] if len(args) > 1 else UNKNOWN)
-    if name in ("print", "iter", "next", "type", "map"):
-        return UNKNOWN if name != "print" else None
-    return Unknown(f"call `{name}`")
-
-
 def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if isinstance(obj, ParamValue):
         obj = it.param_tensor(obj)
@@ -471,7 +279,7 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return UNKNOWN
     if isinstance(obj, Obj) and obj.type == "super":
         me = obj.attrs.get("self")
-        method = _after_in_mro(me, obj.attrs.get("class"), name)
+        method = after_in_mro(me, obj.attrs.get("class"), name)
         if method is not None:  # `super().__init__(...)` of a base class the script (or library) defines
             return it.call_function(method, [me, *args], kwargs)
         base = container_base(me) if name == "__init__" and isinstance(me, Module) else None
