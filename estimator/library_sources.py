@@ -41,7 +41,8 @@ def environment_paths(python: str | None) -> tuple[str, ...]:
     if not where.exists():
         return ()
     root = where if where.is_dir() else where.parent.parent  # <env>/bin/python, <env>\Scripts\python.exe
-    sites = sorted(root.glob("lib/python3*/site-packages")) + sorted(root.glob("lib64/python3*/site-packages"))
+    sites = [site for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages", "lib/python3*/dist-packages",
+                                  "local/lib/python3*/dist-packages") for site in sorted(root.glob(pattern))]  # venvs, Debian
     sites += [root / "Lib" / "site-packages"] if (root / "Lib" / "site-packages").is_dir() else []
     paths: list[str] = []
     for site in sites:
