@@ -63,6 +63,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.library_paths = library_paths  # the import path libraries' models are read from (None: the catalog only)
+        self.library_files: set[str] = set()  # the libraries' source files read
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
         self.user_values: dict[tuple[str, str], Any] = {}
         self.cur_path = model.path  # the file whose code is running

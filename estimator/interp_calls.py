@@ -190,7 +190,8 @@ class Calls:
         architectures (estimator.architectures), read like a user module; None when neither holds it."""
         found = library_sources.locate(qualified, self.library_paths)
         if found is not None:
-            self.assume(f"{qualified} read from the installed library's source ({found[1]})", None)
+            if self.cur_path not in self.library_files:  # named in the user's code, not in the library's own
+                self.assume(f"{qualified} read from the installed library's source ({found[1]})", None)
             return self.library_definition(*found)
         catalogued = architectures.library_source(qualified)
         if catalogued is None:
@@ -207,6 +208,7 @@ class Calls:
     def library_definition(self: Interpreter, path: str, module: str, name: str) -> Any:
         """What the top level of a library's source file (`module`, read from `path`) binds to `name`, the file run once."""
         if path not in self.user_modules:
+            self.library_files.add(path)
             source = SourceText(library_sources.read(path))
             self.load_module(build(parse(source).tree, source, path, module), module)
         scope = self.user_modules.get(path)
