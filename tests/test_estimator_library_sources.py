@@ -3,6 +3,7 @@ environment `--python` names, the interpreter reads it, nothing imports the libr
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import os
 import subprocess
@@ -69,7 +70,7 @@ def fake_environment(root: Path, marker: Path) -> Path:
     (models / "tiny.py").write_text(TINY)
     (models / "_helpers.py").write_text("def width():\n    return 16\n")
     # a compiled extension jedi would import to introspect it (here a file no import could load)
-    (site / "torchvision" / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(b"\x7fELF not really")
+    (site / "torchvision" / f"_C{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"\x7fELF not really")
     return root / "bin" / "python"
 
 
