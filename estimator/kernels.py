@@ -212,6 +212,44 @@ def interpolate(it: Interpreter, x: Tensor, size: Any, scale: Any) -> Any:
     return it.record(Tensor((*x.shape[:2], *sizes), x.dtype), [x], [])
 
 
+def conv(it: Interpreter, x: Tensor, weights: list[Any], d: int, transposed: bool, stride: Any, padding: Any, dilation: Any,
+         groups: Any, output_padding: Any = 0, mod: Module | None = None) -> Any:
+    """A convolution (nn.ConvNd's forward, F.convNd, F.conv_transposeNd): `weights` is [weight, bias?], the weight
+    (C_out, C_in/groups, *k) or, transposed, (C_in, C_out/groups, *k). Saves its input and weight; on the CPU
+    oneDNN's reordered copies, on CUDA cuDNN's workspace are live while it runs."""
+    w = weights[0] if weights and isinstance(weights[0], Tensor) else None
+    if w is None or len(w.shape) != d + 2 or len(x.shape) < d + 1 or not isinstance(groups, int):
+        return UNKNOWN
+    ks, ss, ds = tuple(w.shape[2:]), catalog.tup(stride, d), catalog.tup(dilation, d)
+    spatial = x.shape[-d:]
+    if padding == "same":
+        out_sp = spatial
+    elif padding == "valid":
+        out_sp = tuple(catalog.conv_out(n, k, s, 0, dd) for n, k, s, dd in zip(spatial, ks, ss, ds, strict=False))
+    elif transposed:
+        ps, ops_ = catalog.tup(padding, d), catalog.tup(output_padding, d)
+        out_sp = tuple(catalog.conv_transpose_out(n, k, s, p, dd, o) for n, k, s, p, dd, o in zip(spatial, ks, ss, ps, ds, ops_, strict=False))
+    else:
+        ps = catalog.tup(padding, d)
+        out_sp = tuple(catalog.conv_out(n, k, s, p, dd) for n, k, s, p, dd in zip(spatial, ks, ss, ps, ds, strict=False))
+    if not all(isinstance(v, int) for v in out_sp):
+        return UNKNOWN
+    cout = w.shape[1] * groups if transposed else w.shape[0]
+    xs, *ws = it.autocast_inputs([x, w])
+    out = Tensor((*x.shape[:-d - 1], cout, *out_sp), xs.dtype if it.autocast else (mod.dtype if mod is not None else x.dtype))
+    fwd_extra = bwd_extra = 0
+    if it.device == "cpu" and cpu_conv_uses_onednn(xs, ks, ss, ds, groups):
+        # oneDNN (the CPU's default convolution) works on reordered copies: forward holds a copy of
+        # the input next to its own output before copying that out (out + max(in, out) live);
+        # backward reorders grad_output and the input again next to grad_input (in + out extra)
+        fwd_extra = max(xs.nbytes, out.nbytes)
+        bwd_extra = xs.nbytes + out.nbytes
+    elif it.device == "cuda":
+        fwd_extra = bwd_extra = cudnn_conv_workspace(xs, out, ws[0] if ws else None, d)
+    inputs = [xs, *ws, *[b for b in weights[1:2] if isinstance(b, Tensor)]]
+    return it.record(out, inputs, [xs, *ws], params=mod, extra_transient=fwd_extra, backward_transient=bwd_extra)
+
+
 def cudnn_conv_workspace(x: Tensor, out: Tensor, w: Tensor | None, d: int) -> int:
     """The workspace cuDNN asks for in one convolution call (forward, or each backward call), as its
     heuristically chosen engines did on the H200 (torch 2.11, cuDNN 9.19, benchmark mode off; the

@@ -11,6 +11,7 @@ from torch_preflight.estimator.kernels import (
     SAVE_OUTPUT,
     activation,
     adaptive_pool,
+    conv,
     cuda_linear_input,
     dtype_of,
     interpolate,
@@ -202,9 +203,16 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
             stats = tuple(1 if i == norm_dim(d, len(x.shape)) else n for i, n in enumerate(x.shape)) if isinstance(d, int) else x.shape
             return it.elementwise([x], x.shape, "normalize", [x, Tensor(stats, x.dtype), Tensor(stats, x.dtype)])
         return tensor_method(it, x, short, args[1:], kwargs, node)
-    if short in ("conv1d", "conv2d", "conv_transpose2d"):
-        it.problem(f"F.{short} is not modelled", node)
-        return UNKNOWN
+    if short.startswith(("conv1d", "conv2d", "conv3d", "conv_transpose")) and short[-2:-1].isdigit():
+        # F.conv2d(input, weight, bias, stride, padding, dilation, groups); the transposed take output_padding before groups
+        transposed = short.startswith("conv_transpose")
+        names = ("weight", "bias", "stride", "padding", *(("output_padding", "groups", "dilation") if transposed else ("dilation", "groups")))
+        a = {**{"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0}, **dict(zip(names, args[1:], strict=False)), **kwargs}
+        out = conv(it, x, [a.get("weight"), a.get("bias")], int(short[-2]), transposed, a["stride"], a["padding"], a["dilation"],
+                   a["groups"], a["output_padding"])
+        if out is UNKNOWN:
+            it.problem(f"F.{short} with arguments that are not known", node)
+        return out
     it.problem(f"`{name}` is not modelled", node)
     return Unknown(f"`{name}`")
 
