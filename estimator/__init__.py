@@ -18,7 +18,7 @@ from torch_preflight.core.parse import parse
 from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
-from torch_preflight.estimator import ops
+from torch_preflight.estimator import library_sources, ops
 from torch_preflight.estimator.interp import Interpreter
 from torch_preflight.estimator.options import (
     ALLOCATOR_RESERVE,
@@ -100,7 +100,7 @@ def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, b
                project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
                      force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
-                     max_steps=ESTIMATE_STEPS)
+                     max_steps=ESTIMATE_STEPS, library_paths=library_sources.environment_paths(options.python))
     it.run()
     return it
 

@@ -57,10 +57,13 @@ class Interpreter(Statements, Calls, TensorSemantics):
 
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
-                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS) -> None:
+                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS,
+                 library_paths: tuple[str, ...] | None = None) -> None:
         self.model = model
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
+        self.library_paths = library_paths  # the import path libraries' models are read from (None: the catalog only)
+        self.library_files: set[str] = set()  # the libraries' source files read
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
         self.user_values: dict[tuple[str, str], Any] = {}
         self.cur_path = model.path  # the file whose code is running
@@ -396,7 +399,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         class attribute itself; None when the class does not define it."""
         found = cls.lookup(name)
         if isinstance(found, Function):
-            return BoundMethod(found, instance)
+            return BoundMethod(found, cls if found.classmethod else instance)
         if isinstance(found, Obj) and found.type == "property":
             return self.call_function(found.attrs["fget"], [instance], {})
         return found
@@ -447,6 +450,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
             return MethodRef(base, name)
         if isinstance(base, ClassValue):
             found = base.lookup(name)
+            if isinstance(found, Function) and found.classmethod:
+                return BoundMethod(found, base)
             return found if found is not None else UNKNOWN
         if isinstance(base, Tensor):
             if name == "shape":
@@ -557,6 +562,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
             return ops.call_qualified(self, func.name, args, kwargs, node, line, col)
         if isinstance(func, MethodRef):
             return ops.call_method(self, func.obj, func.name, args, kwargs, node)
+        if isinstance(func, Obj) and func.type == "partial":
+            return self.call(func.attrs["func"], [*func.attrs["args"], *args], {**func.attrs["kwargs"], **kwargs}, node, line, col)
         if is_unknown(func):
             if any(isinstance(a, Tensor) for a in args):
                 self.problem(f"call of unknown `{ast.unparse(node.func)[:40] if isinstance(node, ast.Call) else '?'}` on a tensor", node)

@@ -11,7 +11,7 @@ from torch_preflight.core.names import dotted
 from torch_preflight.core.parse import parse
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
-from torch_preflight.estimator import architectures, configs
+from torch_preflight.estimator import architectures, configs, library_sources
 from torch_preflight.estimator.scope import (
     LIBRARIES,
     Scope,
@@ -109,6 +109,8 @@ class Calls:
         self.tick()
         node = fn.node
         scope = Scope(fn.env)
+        if fn.owner is not None:
+            scope.vars["__class__"] = fn.owner  # as Python's cell: what `super()` in a method starts from
         a = node.args
         positional = [*a.posonlyargs, *a.args]
         if fn.config is not None and not args and not kwargs:
@@ -183,18 +185,33 @@ class Calls:
         return value
 
     def library_value(self: Interpreter, qualified: str) -> Any:
-        """A model function or class of a library (`torchvision.models.resnet50`) from the bundled catalog of common
-        architectures (estimator.architectures), read like a user module; None when the catalog does not hold it."""
-        found = architectures.library_source(qualified)
-        if found is None:
+        """A model function or class of a library (`torchvision.models.resnet50`): read from the library's source file
+        when the environment has the library (estimator.library_sources), else from the bundled catalog of common
+        architectures (estimator.architectures), read like a user module; None when neither holds it."""
+        found = library_sources.locate(qualified, self.library_paths)
+        if found is not None:
+            if self.cur_path not in self.library_files:  # named in the user's code, not in the library's own
+                self.assume(f"{qualified} read from the installed library's source ({found[1]})", None)
+            return self.library_definition(*found)
+        catalogued = architectures.library_source(qualified)
+        if catalogued is None:
             return None
-        module, name = found
+        module, name = catalogued
         path = f"<{module}>"
         if path not in self.user_modules:
             source = SourceText(architectures.source(module))
             self.load_module(build(parse(source).tree, source, path), module)
         scope = self.user_modules.get(path)
         self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
+        return scope.vars.get(name) if scope is not None else None
+
+    def library_definition(self: Interpreter, path: str, module: str, name: str) -> Any:
+        """What the top level of a library's source file (`module`, read from `path`) binds to `name`, the file run once."""
+        if path not in self.user_modules:
+            self.library_files.add(path)
+            source = SourceText(library_sources.read(path))
+            self.load_module(build(parse(source).tree, source, path, module), module)
+        scope = self.user_modules.get(path)
         return scope.vars.get(name) if scope is not None else None
 
     def import_star(self: Interpreter, node: ast.ImportFrom, scope: Scope) -> None:

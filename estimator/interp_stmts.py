@@ -90,7 +90,9 @@ class Statements:
                                                      self.argv)
                     if isinstance(fn.config, Unknown):
                         self.problem(f"{fn.config.reason} is not known", dec)
-                elif name in ("staticmethod", "classmethod", "functools.wraps"):
+                elif name == "classmethod" and isinstance(fn, Function):
+                    fn.classmethod = True
+                elif name in ("staticmethod", "functools.wraps"):
                     continue
             scope.vars[node.name] = fn
         elif isinstance(node, ast.ClassDef):
@@ -324,7 +326,7 @@ class Statements:
     # ---- classes -------------------------------------------------------------------------------
     def define_class(self: Interpreter, node: ast.ClassDef, scope: Scope) -> ClassValue:
         bases = tuple(self.eval(b, scope) for b in node.bases)
-        bases = tuple(self.user_value(b.name) or b if isinstance(b, Qualified) else b for b in bases)
+        bases = tuple(self.user_value(b.name) or self.library_value(b.name) or b if isinstance(b, Qualified) else b for b in bases)
         is_module = any(
             (isinstance(b, Qualified) and b.name in ("torch.nn.Module", "torch.nn.modules.module.Module", "pytorch_lightning.LightningModule",
                                                       "lightning.LightningModule", "lightning.pytorch.LightningModule",

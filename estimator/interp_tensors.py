@@ -178,6 +178,7 @@ class TensorSemantics:
         out: list[int] = []
         dim = 0
         copy = False
+        indices: list[Tensor] = []  # advanced indexing: the gather copies, and its backward reads the indices
         for item in items:
             if isinstance(item, ast.Constant) and item.value is Ellipsis:
                 rest = len(items) - items.index(item) - 1
@@ -211,6 +212,7 @@ class TensorSemantics:
                 continue
             if isinstance(value, Tensor):
                 copy = True
+                indices.append(value)
                 if value.dtype == "bool":
                     return UNKNOWN
                 out.extend(value.shape)
@@ -219,7 +221,7 @@ class TensorSemantics:
             return UNKNOWN
         out.extend(shape[dim:])
         if copy:
-            return self.elementwise([t], tuple(out), "index")
+            return self.elementwise([t], tuple(out), "index", indices)
         return t.view(tuple(out), contiguous=False if tuple(out) != t.shape[len(t.shape) - len(out):] else t.contiguous)
 
 

@@ -101,7 +101,11 @@ def loss(it: Interpreter, kind: str, pred: Any, target: Any, kwargs: dict[str, A
         it.record(logp, [pred], [logp])
         pred = logp
         if isinstance(target, Tensor):
-            saved = [target]
+            saved = [target, Tensor((), "float32")]  # nll_loss's total weight, a scalar
+    elif kind == "nll_loss":  # the log-probabilities (log_softmax's output), the target, the total weight
+        saved = [pred, *([target, Tensor((), "float32")] if isinstance(target, Tensor) else [])]
+    elif kind == "l1_loss":  # (input - target).abs().mean(): abs saves the difference, a tensor of its own
+        saved = [Tensor(pred.shape, pred.dtype)]
     elif kind in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy", "kl_div"):
         saved = [pred] + ([target] if isinstance(target, Tensor) else [])
         if it.autocast and it.device == "cuda" and pred.dtype != "float32":
@@ -136,6 +140,8 @@ def norm(it: Interpreter, kind: str, x: Tensor, params: list[Tensor], kwargs: di
         n_norm = math.prod(mod.params.get("weight", (x.shape[-1],))) if mod else x.shape[-1]
         rows = x.numel // max(n_norm, 1)
         stats = [Tensor((rows,), "float32")]
+        if it.device == "cpu":  # composite on the CPU (torch 2.13): x * rsqrt(mean(x^2) + eps), then * weight, saves x * rstd
+            stats.append(Tensor(x.shape, dtype))
         out = Tensor(x.shape, dtype)
         return it.record(out, [xin, *params], [xin, *stats], params=mod)
     else:
@@ -204,6 +210,44 @@ def interpolate(it: Interpreter, x: Tensor, size: Any, scale: Any) -> Any:
     else:
         return UNKNOWN
     return it.record(Tensor((*x.shape[:2], *sizes), x.dtype), [x], [])
+
+
+def conv(it: Interpreter, x: Tensor, weights: list[Any], d: int, transposed: bool, stride: Any, padding: Any, dilation: Any,
+         groups: Any, output_padding: Any = 0, mod: Module | None = None) -> Any:
+    """A convolution (nn.ConvNd's forward, F.convNd, F.conv_transposeNd): `weights` is [weight, bias?], the weight
+    (C_out, C_in/groups, *k) or, transposed, (C_in, C_out/groups, *k). Saves its input and weight; on the CPU
+    oneDNN's reordered copies, on CUDA cuDNN's workspace are live while it runs."""
+    w = weights[0] if weights and isinstance(weights[0], Tensor) else None
+    if w is None or len(w.shape) != d + 2 or len(x.shape) < d + 1 or not isinstance(groups, int):
+        return UNKNOWN
+    ks, ss, ds = tuple(w.shape[2:]), catalog.tup(stride, d), catalog.tup(dilation, d)
+    spatial = x.shape[-d:]
+    if padding == "same":
+        out_sp = spatial
+    elif padding == "valid":
+        out_sp = tuple(catalog.conv_out(n, k, s, 0, dd) for n, k, s, dd in zip(spatial, ks, ss, ds, strict=False))
+    elif transposed:
+        ps, ops_ = catalog.tup(padding, d), catalog.tup(output_padding, d)
+        out_sp = tuple(catalog.conv_transpose_out(n, k, s, p, dd, o) for n, k, s, p, dd, o in zip(spatial, ks, ss, ps, ds, ops_, strict=False))
+    else:
+        ps = catalog.tup(padding, d)
+        out_sp = tuple(catalog.conv_out(n, k, s, p, dd) for n, k, s, p, dd in zip(spatial, ks, ss, ps, ds, strict=False))
+    if not all(isinstance(v, int) for v in out_sp):
+        return UNKNOWN
+    cout = w.shape[1] * groups if transposed else w.shape[0]
+    xs, *ws = it.autocast_inputs([x, w])
+    out = Tensor((*x.shape[:-d - 1], cout, *out_sp), xs.dtype if it.autocast else (mod.dtype if mod is not None else x.dtype))
+    fwd_extra = bwd_extra = 0
+    if it.device == "cpu" and cpu_conv_uses_onednn(xs, ks, ss, ds, groups):
+        # oneDNN (the CPU's default convolution) works on reordered copies: forward holds a copy of
+        # the input next to its own output before copying that out (out + max(in, out) live);
+        # backward reorders grad_output and the input again next to grad_input (in + out extra)
+        fwd_extra = max(xs.nbytes, out.nbytes)
+        bwd_extra = xs.nbytes + out.nbytes
+    elif it.device == "cuda":
+        fwd_extra = bwd_extra = cudnn_conv_workspace(xs, out, ws[0] if ws else None, d)
+    inputs = [xs, *ws, *[b for b in weights[1:2] if isinstance(b, Tensor)]]
+    return it.record(out, inputs, [xs, *ws], params=mod, extra_transient=fwd_extra, backward_transient=bwd_extra)
 
 
 def cudnn_conv_workspace(x: Tensor, out: Tensor, w: Tensor | None, d: int) -> int:

@@ -10,9 +10,8 @@ from torch_preflight.estimator import catalog, reshape
 from torch_preflight.estimator.kernels import (
     activation,
     adaptive_pool,
-    cpu_conv_uses_onednn,
+    conv,
     cuda_linear_input,
-    cudnn_conv_workspace,
     interpolate,
     loss,
     norm,
@@ -77,36 +76,10 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         out = Tensor((*x.shape[:-1], mod.params["weight"][0]), x.dtype)
         return it.record(out, [x, *( [x2] if isinstance(x2, Tensor) else [])], [x, *([x2] if isinstance(x2, Tensor) else [])], params=mod)
     if kind.startswith(("Conv1d", "Conv2d", "Conv3d", "ConvTranspose")):
-        d = int(kind[-2])
-        w = mod.params.get("weight")
-        if w is None:
+        if "weight" not in mod.params:
             return UNKNOWN
-        ks, ss, ds = catalog.tup(a["kernel_size"], d), catalog.tup(a["stride"], d), catalog.tup(a["dilation"], d)
-        pad = a["padding"]
-        spatial = x.shape[-d:]
-        if pad == "same":
-            out_sp = spatial
-        elif pad == "valid":
-            out_sp = tuple(catalog.conv_out(n, k, s, 0, dd) for n, k, s, dd in zip(spatial, ks, ss, ds, strict=False))
-        elif kind.startswith("ConvTranspose"):
-            ps, ops_ = catalog.tup(pad, d), catalog.tup(a.get("output_padding", 0), d)
-            out_sp = tuple(catalog.conv_transpose_out(n, k, s, p, dd, o) for n, k, s, p, dd, o in zip(spatial, ks, ss, ps, ds, ops_, strict=False))
-        else:
-            ps = catalog.tup(pad, d)
-            out_sp = tuple(catalog.conv_out(n, k, s, p, dd) for n, k, s, p, dd in zip(spatial, ks, ss, ps, ds, strict=False))
-        cout = a["out_channels"]
-        xs, *ws = it.autocast_inputs([x, *weights[:1]])
-        out = Tensor((*x.shape[:-d - 1], cout, *out_sp), xs.dtype if it.autocast else mod.dtype)
-        fwd_extra = bwd_extra = 0
-        if it.device == "cpu" and cpu_conv_uses_onednn(xs, ks, ss, ds, a.get("groups", 1)):
-            # oneDNN (the CPU's default convolution) works on reordered copies: forward holds a copy of
-            # the input next to its own output before copying that out (out + max(in, out) live);
-            # backward reorders grad_output and the input again next to grad_input (in + out extra)
-            fwd_extra = max(xs.nbytes, out.nbytes)
-            bwd_extra = xs.nbytes + out.nbytes
-        elif it.device == "cuda":
-            fwd_extra = bwd_extra = cudnn_conv_workspace(xs, out, ws[0] if ws else None, d)
-        return it.record(out, [xs, *ws], [xs, *ws], params=mod, extra_transient=fwd_extra, backward_transient=bwd_extra)
+        return conv(it, x, weights, int(kind[-2]), kind.startswith("ConvTranspose"), a["stride"], a["padding"], a["dilation"],
+                    a.get("groups", 1), a.get("output_padding", 0), mod)
     if kind.startswith("BatchNorm"):
         return norm(it, "batch_norm", x, weights, {}, mod)
     if kind == "LayerNorm":

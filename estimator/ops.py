@@ -1,7 +1,8 @@
 """What calls do: the registry the interpreter dispatches to (estimator.record.Ops): qualified torch and library calls,
 Python's builtins and methods. The semantics live beside it: estimator.tensors (torch.* functions, tensor methods,
 backward), estimator.kernels (what the shared kernels save and allocate), estimator.layers (the forward() of torch.nn
-layers), estimator.construct (constructors, optimizers, Lightning)."""
+layers), estimator.builtins (Python's builtins), estimator.construct (constructors, optimizers, Lightning), and
+estimator.library_sources (models of installed libraries, timm.create_model)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, reshape
+from torch_preflight.estimator import catalog, configs, library_sources, reshape
+from torch_preflight.estimator.builtins import after_in_mro, builtin
 from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
@@ -26,6 +28,7 @@ from torch_preflight.estimator.tensors import tensor_method, torch_function
 from torch_preflight.estimator.values import (
     ITEMSIZE,
     UNKNOWN,
+    ClassValue,
     ContextValue,
     Dataset,
     Function,
@@ -38,7 +41,6 @@ from torch_preflight.estimator.values import (
     Tensor,
     Transform,
     Unknown,
-    is_unknown,
 )
 
 if TYPE_CHECKING:
@@ -67,7 +69,6 @@ SHAPE_KEEPING_TRANSFORMS = {
 def container_base(mod: Module) -> str | None:
     """The torch.nn layer a user class derives from (directly or not): "Sequential", "Transformer", ...; None when it
     derives from nn.Module only."""
-    from torch_preflight.estimator.values import ClassValue
 
     todo = [mod.cls] if mod.cls is not None else []
     while todo:
@@ -125,6 +126,15 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return args[0] if args else None  # initialisers fill a parameter in place
     if name == "contextlib.nullcontext":
         return ContextValue("other")
+    if name in ("collections.OrderedDict", "typing.OrderedDict"):
+        try:
+            return dict(*args[:1], **kwargs) if not args or isinstance(args[0], (dict, list)) else UNKNOWN
+        except (TypeError, ValueError):  # a list that is not of pairs
+            return UNKNOWN
+    if name in library_sources.FACTORIES:
+        return library_sources.timm_create_model(it, args, kwargs, node, line, col)
+    if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
+        return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
     if name.startswith("numpy."):
         return numpy_call(it, short, args, kwargs)
     if name.startswith("einops."):
@@ -256,126 +266,6 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     return builtin(it, name, args, kwargs, node)
 
 
-def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
-    if name == "range":
-        if all(isinstance(a, int) for a in args):
-            return range(*args)
-        return UNKNOWN
-    if name == "len":
-        v = args[0] if args else None
-        if isinstance(v, Tensor):
-            return v.shape[0] if v.shape else UNKNOWN
-        if isinstance(v, Module):
-            return len(v.children)
-        if isinstance(v, Obj) and v.type == "shape":
-            return len(v.attrs["dims"])
-        try:
-            return len(v)  # type: ignore[arg-type]
-        except Exception:
-            return UNKNOWN
-    if name == "super":
-        try:
-            me = it.scope.lookup("self")
-        except KeyError:
-            me = None
-        return Obj("super", {"self": me})
-    if name in ("int", "float", "bool", "str", "abs", "round"):
-        if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
-            try:
-                fn: Any = {"int": int, "float": float, "bool": bool, "str": str, "abs": abs, "round": round}[name]
-                return fn(*args)
-            except Exception:
-                return UNKNOWN
-        return UNKNOWN if args else {"int": 0, "float": 0.0, "bool": False, "str": "", "abs": UNKNOWN, "round": UNKNOWN}[name]
-    if name == "sorted" and args and isinstance(args[0], (list, tuple, set)) and all(isinstance(v, str) for v in args[0]):
-        return sorted(args[0], reverse=kwargs.get("reverse") is True)
-    if name in ("min", "max", "sum", "sorted", "any", "all", "divmod", "pow"):
-        vals = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple, range)) else args
-        if (vals and all(isinstance(v, (int, float)) for v in vals)) or (name in ("sum", "any", "all", "sorted") and all(isinstance(v, (int, float)) for v in vals)):
-            try:
-                if name in ("divmod", "pow"):
-                    return (divmod if name == "divmod" else pow)(*vals)
-                reducer: Any = {"min": min, "max": max, "sum": sum, "sorted": sorted, "any": any, "all": all}[name]
-                return reducer(vals)
-            except Exception:
-                return UNKNOWN
-        if name == "sum" and vals and all(isinstance(v, Tensor) for v in vals):
-            out = vals[0]
-            for v in vals[1:]:
-                out = it.tensor_binop(ast.Add(), out, v, False)
-            return out
-        return UNKNOWN
-    if name in ("list", "tuple"):
-        if not args:
-            return [] if name == "list" else ()
-        items = it.iterate(args[0], node) if not isinstance(args[0], Obj) or args[0].type != "shape" else list(args[0].attrs["dims"])
-        if items is None:
-            return UNKNOWN
-        return list(items) if name == "list" else tuple(items)
-    if name == "dict":
-        return dict(kwargs)
-    if name in ("enumerate", "zip"):
-        seqs = [it.iterate(a, node) for a in args]
-        if any(s is None for s in seqs):
-            return UNKNOWN
-        items = list(enumerate(seqs[0])) if name == "enumerate" else list(zip(*seqs, strict=False))  # type: ignore[arg-type]
-        return Obj(name, {"items": items})
-    if name == "reversed":
-        seq = it.iterate(args[0], node) if args else None
-        return list(reversed(seq)) if seq is not None else UNKNOWN
-    if name == "isinstance":
-        kinds = args[1] if len(args) == 2 and isinstance(args[1], tuple) else args[1:2]
-        plain = {"int": int, "float": float, "bool": bool, "str": str, "list": list, "tuple": tuple, "dict": dict}
-        if args and kinds and all(isinstance(k, Qualified) and k.name in plain for k in kinds) and isinstance(
-                args[0], (int, float, bool, str, list, tuple, dict, type(None))):
-            return isinstance(args[0], tuple(plain[k.name] for k in kinds))
-        if args and isinstance(args[0], Module) and kinds and all(isinstance(k, Qualified) and k.name.startswith("torch.nn.")
-                                                                  for k in kinds):
-            # a layer's class among torch.nn classes (minGPT's weight-decay lists): a catalog layer is exactly its type
-            names = {k.name.rsplit(".", 1)[-1] for k in kinds}
-            return "Module" in names or (args[0].catalog and args[0].type in names)
-        return UNKNOWN
-    if name == "vars":
-        return args[0].attrs if args and isinstance(args[0], Obj) else UNKNOWN  # the live __dict__
-    if name == "globals":
-        return it.module_vars()
-    if name in ("open", "io.open", "builtins.open", "codecs.open"):
-        mode = args[1] if len(args) > 1 else kwargs.get("mode", "r")
-        return Obj("file", {"path": args[0], "mode": mode}) if args and isinstance(args[0], str) else UNKNOWN
-    if name == "exec":
-        if args and isinstance(args[0], configs.FileText):
-            it.exec_file(args[0].path, node)
-        else:
-            it.problem("exec() of code that is not a file of the project", node)
-        return None
-    if name in ("getattr",):
-        if len(args) >= 2 and isinstance(args[1], str):
-            value = it.getattr(args[0], args[1], node or ast.Pass())
-            if is_unknown(value) and len(args) == 3:
-                return args[2]
-            return value
-        return UNKNOWN
-    if name == "hasattr":
-        # feature tests on torch (`hasattr(F, "scaled_dot_product_attention")`): the estimate models torch 2.x
-        return True if args and isinstance(args[0], Qualified) and args[0].name.split(".")[0] == "torch" else UNKNOWN
-    if name == "setattr":
-        if len(args) == 3 and isinstance(args[1], str):
-            it.setattr(args[0], args[1], args[2], node or ast.Pass())
-        return None
-    if name == "set":
-        items = it.iterate(args[0], node) if args else []
-        return set(items) if items is not None and all(isinstance(v, (str, int, float, tuple)) for v in items) else UNKNOWN
-    if name == "iter" and args and isinstance(args[0], (Loader, list, tuple)):
-        return Obj("iterator", {"source": args[0]})
-    if name == "next" and args and isinstance(args[0], (Obj, Loader)) and (isinstance(args[0], Loader) or args[0].type == "iterator"):
-        source = args[0] if isinstance(args[0], Loader) else args[0].attrs["source"]
-        items = it.iterate(source, node or ast.Pass())  # a loader's next batch; a list's first item
-        return items[0] if items else (args[1] if len(args) > 1 else UNKNOWN)
-    if name in ("print", "iter", "next", "type", "map"):
-        return UNKNOWN if name != "print" else None
-    return Unknown(f"call `{name}`")
-
-
 def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if isinstance(obj, ParamValue):
         obj = it.param_tensor(obj)
@@ -389,6 +279,9 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return UNKNOWN
     if isinstance(obj, Obj) and obj.type == "super":
         me = obj.attrs.get("self")
+        method = after_in_mro(me, obj.attrs.get("class"), name)
+        if method is not None:  # `super().__init__(...)` of a base class the script (or library) defines
+            return it.call_function(method, [me, *args], kwargs)
         base = container_base(me) if name == "__init__" and isinstance(me, Module) else None
         if base == "Sequential" and isinstance(me, Module):
             # `class MLPBlock(nn.Sequential): super().__init__(*layers)`: its layers are its children, run in order

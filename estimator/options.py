@@ -53,6 +53,7 @@ class EstimateOptions:
     remedies: bool = True
     n_gpus: int = 8  # for the ZeRO/FSDP remedies
     argv: tuple[str, ...] | None = None  # the script's own command-line arguments (`estimate train.py -- --batch-size 64`)
+    python: str | None = None  # the environment libraries' models are read from (an interpreter or its folder; default: this one)
 
     @property
     def budget(self) -> int | None:

@@ -11,6 +11,7 @@ from torch_preflight.estimator.kernels import (
     SAVE_OUTPUT,
     activation,
     adaptive_pool,
+    conv,
     cuda_linear_input,
     dtype_of,
     interpolate,
@@ -74,6 +75,12 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
     if short == "randint":
         size = kwargs.get("size", args[-1] if args else None)
         return new_tensor(it, ints([size]) if size is not None else None, dtype_of(kwargs.get("dtype")) or "int64", node)
+    if short == "eye" and args and isinstance(args[0], int):
+        m = args[1] if len(args) > 1 else kwargs.get("m", args[0])
+        return Tensor((args[0], m), dtype, external=it.forward_depth == 0) if isinstance(m, int) else UNKNOWN
+    if short in ("linspace", "logspace"):
+        steps = args[2] if len(args) > 2 else kwargs.get("steps")
+        return Tensor((steps,), dtype, external=it.forward_depth == 0) if isinstance(steps, int) else UNKNOWN
     if short == "randperm" and args and isinstance(args[0], int):
         return Tensor((args[0],), dtype_of(kwargs.get("dtype")) or "int64", external=True)
     if short == "arange":
@@ -123,6 +130,11 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         return it.elementwise(items, shape, "cat")
     if short in ("matmul", "bmm", "mm"):
         return it.matmul(args[0], args[1]) if len(args) >= 2 else UNKNOWN
+    if short == "baddbmm" and len(args) >= 3 and isinstance(args[1], Tensor) and isinstance(args[2], Tensor):
+        b1, b2 = args[1], args[2]  # input + batch1 @ batch2: the batches are saved, the input is not
+        return it.record(Tensor((*b1.shape[:-1], b2.shape[-1]), b1.dtype), [a for a in args[:3] if isinstance(a, Tensor)], [b1, b2])
+    if short == "einsum" and args and isinstance(args[0], str):
+        return einsum(it, args[0], list(args[1][:]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:], node)
     if short == "linear":
         x, w = args[0], args[1]
         b = args[2] if len(args) > 2 else kwargs.get("bias")
@@ -144,12 +156,14 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         shape = x.shape
         for t in tensors[1:]:
             shape = broadcast(shape, t.shape) or shape
-        return it.elementwise(tensors, shape, short, tensors)
+        # where's backward needs only the condition; maximum's and minimum's both inputs
+        return it.elementwise(tensors, shape, short, tensors[:1] if short == "where" else tensors)
     if short in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits",
                  "binary_cross_entropy", "huber_loss", "kl_div"):
         return loss(it, short, args[0], args[1] if len(args) > 1 else kwargs.get("target"), kwargs)
     if short in ("layer_norm", "rms_norm", "group_norm", "batch_norm"):
-        return norm(it, short, x, tensors[1:], kwargs)
+        groups = args[1] if short == "group_norm" and len(args) > 1 else kwargs.get("num_groups", 1)
+        return norm(it, short, x, tensors[1:], kwargs, n_groups=groups if isinstance(groups, int) else 1)
     if short == "embedding":
         idx, w = args[0], args[1]
         if isinstance(idx, Tensor) and isinstance(w, Tensor):
@@ -172,7 +186,8 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         return tensor_method(it, x, "flatten", args[1:], kwargs, node)
     if short in ("sum", "mean", "amax", "max", "min", "var", "std", "logsumexp", "norm", "transpose", "permute", "reshape",
                  "chunk", "split", "unsqueeze", "squeeze", "masked_fill", "clamp", "pad", "one_hot", "normalize", "argmax", "topk",
-                 "einsum", "outer", "repeat_interleave", "sign", "floor", "round", "square", "neg", "roll", "erf", "gather"):
+                 "outer", "repeat_interleave", "sign", "floor", "round", "square", "neg", "roll", "erf", "gather", "index_select",
+                 "topk", "sort", "cumsum", "glu", "pixel_shuffle", "logsigmoid"):
         if short == "pad":
             pads = args[1] if len(args) > 1 else kwargs.get("pad")
             padded = list(x.shape)
@@ -183,12 +198,21 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         if short == "one_hot":
             n = args[1] if len(args) > 1 else kwargs.get("num_classes")
             return Tensor((*x.shape, n), "int64") if isinstance(n, int) else UNKNOWN
-        if short == "normalize":
-            return it.elementwise([x], x.shape, "normalize", [x])
+        if short == "normalize":  # x / norm(x).clamp_min(eps): the input, the norm and its clamp are saved
+            d = kwargs.get("dim", args[2] if len(args) > 2 else 1)
+            stats = tuple(1 if i == norm_dim(d, len(x.shape)) else n for i, n in enumerate(x.shape)) if isinstance(d, int) else x.shape
+            return it.elementwise([x], x.shape, "normalize", [x, Tensor(stats, x.dtype), Tensor(stats, x.dtype)])
         return tensor_method(it, x, short, args[1:], kwargs, node)
-    if short in ("conv1d", "conv2d", "conv_transpose2d"):
-        it.problem(f"F.{short} is not modelled", node)
-        return UNKNOWN
+    if short.startswith(("conv1d", "conv2d", "conv3d", "conv_transpose")) and short[-2:-1].isdigit():
+        # F.conv2d(input, weight, bias, stride, padding, dilation, groups); the transposed take output_padding before groups
+        transposed = short.startswith("conv_transpose")
+        names = ("weight", "bias", "stride", "padding", *(("output_padding", "groups", "dilation") if transposed else ("dilation", "groups")))
+        a = {**{"stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0}, **dict(zip(names, args[1:], strict=False)), **kwargs}
+        out = conv(it, x, [a.get("weight"), a.get("bias")], int(short[-2]), transposed, a["stride"], a["padding"], a["dilation"],
+                   a["groups"], a["output_padding"])
+        if out is UNKNOWN:
+            it.problem(f"F.{short} with arguments that are not known", node)
+        return out
     it.problem(f"`{name}` is not modelled", node)
     return Unknown(f"`{name}`")
 
@@ -262,8 +286,8 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         if name in ("max", "min") and dim is not None:
             res = it.record(out, [t], [Tensor(out_shape, "int64")])
             return (res, Tensor(out_shape, "int64"))
-        if name in ("amax", "max", "min"):
-            saved = [t, out]
+        if name in ("amax", "max", "min", "std", "norm", "logsumexp"):  # their backward reads the result too
+            saved = [*saved, out] if saved else [t, out]
         return it.record(out, [t], saved)
     if name in ("softmax", "log_softmax", "relu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "abs", "log", "pow", "sin", "cos"):
         if name == "pow":
@@ -275,8 +299,10 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
     if name in ("matmul", "mm", "bmm"):
         return it.matmul(t, args[0]) if args else UNKNOWN
     if name in ("clamp", "clamp_", "clip", "neg", "round", "floor", "sign", "square", "erf", "roll", "tril", "triu", "tril_", "triu_"):
-        return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square") else [])
-    if name in ("gather", "index_select", "repeat_interleave", "topk"):
+        return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square", "erf") else [])
+    if name in ("gather", "index_select", "topk", "sort", "cumsum", "outer", "glu", "pixel_shuffle", "logsigmoid"):
+        return _indexing(it, t, name, args, kwargs) or _not_modelled(it, f"tensor.{name}()", node)
+    if name == "repeat_interleave":
         it.problem(f"tensor.{name}() shape is not modelled", node)
         return UNKNOWN
     if name in ("new_zeros", "new_ones", "new_empty", "new_full"):
@@ -284,6 +310,68 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return Tensor(new_dims, t.dtype) if new_dims is not None else UNKNOWN
     it.problem(f"tensor.{name}() is not modelled", node)
     return Unknown(f"tensor.{name}()")
+
+
+def _not_modelled(it: Interpreter, what: str, node: ast.AST | None) -> Any:
+    it.problem(f"{what} is not modelled for these arguments", node)
+    return UNKNOWN
+
+
+def _indexing(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Ops whose output shape comes from an index, a count or a dim: gather, index_select, topk, sort, cumsum, outer,
+    glu, pixel_shuffle, logsigmoid (what each saves as torch's autograd does, checked on the meta device); None when
+    an argument is not known."""
+    n = len(t.shape)
+    dim = kwargs.get("dim", args[0] if args and name in ("gather", "index_select", "cumsum", "sort", "glu") else -1)
+    if name == "topk":
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else -1)
+    if not isinstance(dim, int) or not -n <= dim < max(n, 1):
+        return None
+    d = norm_dim(dim, n)
+    if name in ("gather", "index_select"):
+        index = kwargs.get("index", args[1] if len(args) > 1 else None)
+        if not isinstance(index, Tensor):
+            return None
+        shape = index.shape if name == "gather" else (*t.shape[:d], index.numel, *t.shape[d + 1:])
+        return it.record(Tensor(shape, t.dtype), [t], [t, index] if name == "gather" else [index])  # gather's backward reads self
+    if name in ("topk", "sort"):
+        k = kwargs.get("k", args[0] if args else None) if name == "topk" else t.shape[d]
+        if not isinstance(k, int):
+            return None
+        shape = (*t.shape[:d], k, *t.shape[d + 1:])
+        indices = Tensor(shape, "int64")
+        return it.record(Tensor(shape, t.dtype), [t], [indices]), indices
+    if name == "cumsum":
+        return it.record(Tensor(t.shape, t.dtype), [t], [])
+    if name == "outer":
+        other = args[0] if args else kwargs.get("vec2")
+        return it.record(Tensor((t.numel, other.numel), t.dtype), [t, other], [t, other]) if isinstance(other, Tensor) else None
+    if name == "glu":
+        return it.record(Tensor((*t.shape[:d], t.shape[d] // 2, *t.shape[d + 1:]), t.dtype), [t], [t])
+    if name == "logsigmoid":  # saves its input and a buffer of the input's size
+        return it.record(Tensor(t.shape, t.dtype), [t], [t, Tensor(t.shape, t.dtype)])
+    r = args[0] if args else kwargs.get("upscale_factor")  # pixel_shuffle: (N, C r^2, H, W) -> (N, C, H r, W r), a copy
+    if not isinstance(r, int) or n < 3 or t.shape[-3] % (r * r):
+        return None
+    return it.record(Tensor((*t.shape[:-3], t.shape[-3] // (r * r), t.shape[-2] * r, t.shape[-1] * r), t.dtype), [t], [])
+
+
+def einsum(it: Interpreter, equation: str, operands: list[Any], node: ast.AST | None) -> Any:
+    """torch.einsum without an ellipsis: the output's sizes from the subscripts; the operands are saved."""
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if "." in equation or len(terms) != len(operands) or not all(isinstance(o, Tensor) for o in operands):
+        return _not_modelled(it, "torch.einsum", node)
+    sizes: dict[str, int] = {}
+    for term, op in zip(terms, operands, strict=True):
+        if len(term) != len(op.shape):
+            return _not_modelled(it, "torch.einsum", node)
+        for letter, size in zip(term, op.shape, strict=True):
+            sizes[letter] = max(sizes.get(letter, size), size)
+    letters = output if arrow else "".join(sorted(c for c in sizes if inputs.count(c) == 1))
+    if any(c not in sizes for c in letters):
+        return _not_modelled(it, "torch.einsum", node)
+    return it.record(Tensor(tuple(sizes[c] for c in letters), operands[0].dtype), operands, operands)
 
 
 def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:

@@ -176,6 +176,7 @@ class Function:
     owner: Any = None  # ClassValue for methods
     no_grad: bool = False  # decorated with @torch.no_grad() / @torch.inference_mode()
     config: Any = None  # decorated with @hydra.main(...): the config it is called with
+    classmethod: bool = False  # decorated with @classmethod: bound to the class it is looked up on
 
 
 @dataclass(eq=False)

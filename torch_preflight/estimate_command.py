@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory", help="budget as a size, e.g. 24GiB")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="backend semantics to model (default cuda)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--python", metavar="PATH", help="the environment whose installed libraries (torchvision, timm) "
+                        "models are read from, as source: an interpreter or a virtual environment (default: this one)")
 
 
 def options_from_args(args: argparse.Namespace) -> EstimateOptions:
@@ -75,6 +77,7 @@ def options_from_args(args: argparse.Namespace) -> EstimateOptions:
         model=args.model, batch_size=args.batch_size or config.batch_size, input_shape=shape,
         dtype=DTYPES.get(dtype, dtype) if dtype else None, optimizer=args.optimizer, device=args.device,
         budget_bytes=budget, gpu=gpu, argv=tuple(args.script_args) if getattr(args, "script_args", None) else None,
+        python=getattr(args, "python", None),
     )
 
 
