@@ -203,6 +203,8 @@ class TrainingModel:
             return ()
         out: list[Event] = []
         for event in fn.events:
+            if event.kind is EventKind.BACKWARD and self._plain_object(event.receiver, event.function):
+                event = replace(event, kind=EventKind.CALL)  # `mlp.backward(x, y)` of a from-scratch class: no autograd
             out.append(event)
             if event.kind not in (EventKind.CALL, EventKind.STEP) or len(_stack) >= MAX_INLINE_DEPTH:
                 continue
@@ -219,6 +221,38 @@ class TrainingModel:
         else:  # the same callee under the same call chain expands the same way: reuse it
             self._inlined[(qualname, _stack)] = result
         return result
+
+    def _plain_object(self, name: str | None, scope: str, _depth: int = 0) -> bool:
+        """`name` holds an instance of a class of the file that is no nn.Module and defines `backward`
+        itself (a from-scratch network): known from every place it was made, through the callers
+        that pass it when it is a parameter. Its `backward(...)` is a plain method, not autograd."""
+        if not name or not _DOTTED.fullmatch(name) or _depth > 2:
+            return False
+        memo = self.function_memo("plain-object")
+        key = f"{scope}\0{name}"
+        if key not in memo:
+            memo[key] = False  # a cycle through callers reads as unknown
+            memo[key] = self._made_by_plain_class(name, scope, _depth)
+        return bool(memo[key])
+
+    def _made_by_plain_class(self, name: str, scope: str, depth: int) -> bool:
+        assigned = self.model.assignments(name, scope)
+        if assigned:
+            return all(self._plain_class(e.value.callee if e.value is not None else None) for e in assigned)
+        fn = self.model.functions.get(scope)
+        if fn is None or name not in fn.params:
+            return False
+        position = fn.params.index(name) - (1 if fn.owner else 0)
+        callers = self.model.calls_to.get(scope, [])
+        for call in callers:
+            arg = call.keyword(name) or (call.args[position] if 0 <= position < len(call.args) else None)
+            if arg is None or not arg.base or arg.text != arg.base or not self._plain_object(arg.base, call.function, depth + 1):
+                return False
+        return bool(callers)
+
+    def _plain_class(self, callee: str | None) -> bool:
+        cls = self.model.classes.get(callee or "")
+        return cls is not None and not cls.is_module and all(b in ("object", "builtins.object") for b in cls.bases) and "backward" in cls.methods
 
     # --- functions imported from the user's other modules --------------------------------
 
