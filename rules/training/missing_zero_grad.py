@@ -53,7 +53,8 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.gradflow import backward_modules, related
+from torch_preflight.core.semantic import Event, EventKind, Guard, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
@@ -76,7 +77,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if not tl.clears:
             yield _never_cleared(ctx, tl.loop, tl.steps, tl.events)
             continue
-        yield from _partly_cleared(training, tl.loop.header, tl.loop.function, tl.steps, tl.events)
+        yield from _partly_cleared(training, tl.loop.header, tl.loop.function, tl.steps, tl.events, tl.loop.guards)
     for fn, events in training.framework_steps:
         steps = tuple(e for e in events if training.optimizer_of(e))
         if training.opaque_training_call(events):
@@ -93,7 +94,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 data={"optimizer": stepped(training, steps)[0]},
             )
             continue
-        yield from _partly_cleared(training, fn.header, fn.qualname, steps, events)
+        yield from _partly_cleared(training, fn.header, fn.qualname, steps, events, ())
 
 
 def _never_cleared(ctx: Context, loop: Loop, steps: tuple[Event, ...], events: tuple[Event, ...]) -> Diagnostic:
@@ -120,7 +121,9 @@ def _never_cleared(ctx: Context, loop: Loop, steps: tuple[Event, ...], events: t
     )
 
 
-def _partly_cleared(training: TrainingModel, where: Span, scope: str, steps: tuple[Event, ...], events: tuple[Event, ...]) -> Iterator[Diagnostic]:
+def _partly_cleared(
+    training: TrainingModel, where: Span, scope: str, steps: tuple[Event, ...], events: tuple[Event, ...], outer: tuple[Guard, ...]
+) -> Iterator[Diagnostic]:
     """Clears exist, but not of every stepped optimizer's parameters, or not on every path to its step."""
     clears = [e for e in events if e.kind is EventKind.ZERO_GRAD]
     for optimizer in stepped(training, steps):
@@ -134,8 +137,13 @@ def _partly_cleared(training: TrainingModel, where: Span, scope: str, steps: tup
             backward = next((b for b in events if b.kind is EventKind.BACKWARD and feeds(training, events, b, step)), None)
             anchor = backward if backward is not None else step
             others = ", ".join(f"`{training.model.source.slice(c.span)}`" for c in clears[:2])
-            forward = next((e for e in events if training.is_forward(e) and any(tail(m) == tail(training.forward_target(e)) for m in owned)), None)
+            at = events.index(anchor)
+            previous = next((k for k in range(at - 1, -1, -1) if training.optimizer_of(events[k]) and not events[k].inner), -1)
+            forward = next((e for e in events[previous + 1 : at] if _runs(training, e, owned)), None)
             before = [Related(forward.span, "clear its gradients before this forward")] if forward is not None else []
+            start = _update_start(training, events, anchor, owned, outer)
+            if start is not None and (forward is None or start != forward.span):
+                before.insert(0, Related(start, f"the update of {', '.join(f'`{m}`' for m in sorted(owned))} starts here: clear them before it"))
             yield report(
                 META,
                 anchor.span,
@@ -146,6 +154,7 @@ def _partly_cleared(training: TrainingModel, where: Span, scope: str, steps: tup
                 data={"optimizer": optimizer},
             )
             continue
+        yield from _foreign_gradients(training, where, scope, optimizer, its_steps[0], events, outer)
         for step in its_steps:
             if any(not exclusive(c, step) for c in own):
                 continue
@@ -160,3 +169,136 @@ def _partly_cleared(training: TrainingModel, where: Span, scope: str, steps: tup
                 related=[*(Related(c.span, "zero_grad() in the other branch") for c in own[:2]), Related(where, "training iteration")],
                 data={"optimizer": optimizer},
             )
+
+
+def _foreign_gradients(
+    training: TrainingModel, where: Span, scope: str, optimizer: str, step: Event, events: tuple[Event, ...], outer: tuple[Guard, ...]
+) -> Iterator[Diagnostic]:
+    """Walking back from `step` (round into the previous iteration) to the last clear of each module
+    `optimizer` owns: a backward met on the way whose graph runs through that module but that feeds
+    another optimizer's step (a generator's loss computed through the discriminator, after the
+    discriminator was cleared) leaves its gradients in what `step` applies."""
+    owned = training.owned_modules(optimizer, scope)
+    if not owned or len(stepped(training, events)) < 2 or any(_touches_requires_grad(e) for e in events):
+        return
+    at = events.index(step)
+    n = len(events)
+    cleared = {m: False for m in owned}
+    foreign: list[tuple[Event, list[str], bool]] = []
+    for k in range(1, n):
+        event = events[(at - k) % n]
+        if event.inner or exclusive(event, step):
+            continue
+        remaining = [m for m, done in cleared.items() if not done]
+        if not remaining:
+            break
+        if event.kind is EventKind.ZERO_GRAD and training.clears_optimizer(event, optimizer, scope):
+            modules = training.cleared_modules(event) if event.receiver != optimizer else None
+            for m in remaining:
+                if modules is None or any(related(m, c) for c in modules):
+                    cleared[m] = True
+        elif event.kind is EventKind.BACKWARD and not event.no_grad:
+            through = backward_modules(training.model, event)
+            hit = [m for m in remaining if any(related(m, x) for x in through)]
+            if hit and optimizer not in _fed_by(training, events, events.index(event)):
+                foreign.append((event, hit, at - k < 0))
+    if not all(cleared.values()):
+        return  # a module never cleared at all: the finding above says so
+    for backward, hit, wrapped in foreign[:1]:
+        if not all(cleared[m] for m in hit):
+            continue
+        modules = ", ".join(f"`{m}`" for m in hit)
+        own = next((b for b in events[events.index(backward) + 1 :] if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, events.index(b))), None)
+        start = _after_steps(training, events, events.index(backward), (*outer, *(own or step).guards))
+        if start is None or wrapped:
+            start = _update_start(training, events, own or step, frozenset(hit), outer)
+        related_places = [Related(backward.span, f"this backward writes into {modules} and feeds another optimizer's step")]
+        if start is not None:
+            related_places.append(Related(start, f"clear the gradients of {modules} here, before their own update"))
+        related_places += [Related(step.span, "optimizer step"), Related(where, "training iteration")]
+        when = " in the previous iteration" if wrapped else ""
+        yield report(
+            META,
+            (own or step).span,
+            f"`{optimizer}` steps {modules} with gradients that `{training.model.source.slice(backward.span)}`{when} wrote into them: "
+            "its graph runs through them but it is another optimizer's loss, and nothing clears them in between",
+            related=related_places,
+            data={"optimizer": optimizer},
+        )
+
+
+def _touches_requires_grad(event: Event) -> bool:
+    """`set_requires_grad(netD, False)`, `D.requires_grad_(False)`, `p.requires_grad = False`: which
+    modules a backward reaches then depends on state the events do not follow."""
+    if event.kind is EventKind.CALL:
+        return "requires_grad" in (event.name or "")
+    return event.kind is EventKind.ASSIGN and any(t.endswith(".requires_grad") for t in event.targets)
+
+
+def _fed_by(training: TrainingModel, events: tuple[Event, ...], index: int) -> set[str]:
+    """The optimizers whose steps apply what the backward at `index` produces: those stepped after it
+    (round into the next iteration) before the next backward that follows a step."""
+    found: set[str] = set()
+    n = len(events)
+    for k in range(1, n):
+        event = events[(index + k) % n]
+        optimizer = training.optimizer_of(event)
+        if optimizer:
+            found.add(optimizer)
+        elif event.kind is EventKind.BACKWARD and found:
+            break
+    return found
+
+
+def _anchor(event: Event, keep: tuple[Guard, ...]) -> Span:
+    """Where a statement inserted before `event` goes: before the outermost `if` around it that is not one of `keep`."""
+    extra = [g for g in event.guards if g not in keep]
+    return extra[0].span if extra else event.stmt
+
+
+def _after_steps(training: TrainingModel, events: tuple[Event, ...], index: int, keep: tuple[Guard, ...]) -> Span | None:
+    """The first statement after the optimizer steps that follow the event at `index` (outside their own `if`)."""
+    last = None
+    for k in range(index + 1, len(events)):
+        event = events[k]
+        if training.optimizer_of(event):
+            last = event
+        elif last is not None and not event.inner and event.kind is not EventKind.ZERO_GRAD:
+            if not {g for g in last.guards if g not in keep} & set(event.guards):
+                return _anchor(event, keep)
+        if event.kind is EventKind.BACKWARD and last is not None:
+            break
+    return None
+
+
+def _update_start(training: TrainingModel, events: tuple[Event, ...], backward: Event, owned: frozenset[str], outer: tuple[Guard, ...]) -> Span | None:
+    """Where the update that `backward` belongs to begins, so a clear goes before it: just after the
+    previous optimizer step of the iteration, or, for the iteration's first update, at the statement
+    that prepares the input of its first forward of an owned module (`z = randn(...)` before `G(z)`)."""
+    if backward not in events:
+        return None
+    index = events.index(backward)
+    previous = next((k for k in range(index - 1, -1, -1) if training.optimizer_of(events[k]) and not events[k].inner), None)
+    keep = (*outer, *backward.guards)
+    if previous is not None:  # the first statement after that step in the backward's block
+        block = set(backward.guards)
+        return next(
+            (_anchor(e, (*outer, *events[previous].guards)) for e in events[previous + 1 : index]
+             if not e.inner and not training.optimizer_of(e) and block <= set(e.guards)),
+            None,
+        )
+    forward_at = next((k for k in range(index) if _runs(training, events[k], owned)), None)
+    if forward_at is None:
+        return None
+    forward = events[forward_at]
+    inputs = {name for arg in forward.args for name in arg.names}
+    feeding = next((e for e in events[:forward_at] if e.kind is EventKind.ASSIGN and not e.inner and set(e.targets) & inputs), None)
+    return _anchor(feeding or forward, keep)
+
+
+def _runs(training: TrainingModel, event: Event, owned: frozenset[str]) -> bool:
+    """`event` runs the forward of one of `owned` (modules known as such: their parameters are handed to the optimizer)."""
+    if event.kind is not EventKind.CALL or not (event.args or event.keywords):
+        return False
+    target = training.forward_target(event) or (event.name if event.name in owned or (event.name or "").removeprefix("self.") in owned else None)
+    return bool(target) and any(related(m, target or "") for m in owned)
