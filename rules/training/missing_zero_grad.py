@@ -52,7 +52,6 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
-from torch_preflight.core.names import tail
 from torch_preflight.core.gradflow import backward_modules, related
 from torch_preflight.core.semantic import Event, EventKind, Guard, Loop
 from torch_preflight.core.source import Span
@@ -127,10 +126,11 @@ def _partly_cleared(
     """Clears exist, but not of every stepped optimizer's parameters, or not on every path to its step."""
     clears = [e for e in events if e.kind is EventKind.ZERO_GRAD]
     for optimizer in stepped(training, steps):
-        own = [c for c in clears if training.clears_optimizer(c, optimizer, scope)]
         its_steps = [s for s in steps if training.optimizer_of(s) == optimizer and not s.inner]
         if not its_steps:
             continue
+        scope = its_steps[0].function  # where the optimizer is named (a step helper's parameter)
+        own = [c for c in clears if training.clears_optimizer(c, optimizer, scope)]
         if not own:
             owned = training.owned_modules(optimizer, scope) or frozenset()
             step = its_steps[0]
@@ -220,8 +220,9 @@ def _foreign_gradients(
         yield report(
             META,
             (own or step).span,
-            f"`{optimizer}` steps {modules} with gradients that `{training.model.source.slice(backward.span)}`{when} wrote into them: "
-            "its graph runs through them but it is another optimizer's loss, and nothing clears them in between",
+            f"`{optimizer}` steps {modules} with the gradients that `{training.model.source.slice(backward.span)}`{when} wrote into "
+            f"{'it' if len(hit) == 1 else 'them'}: that loss runs through {modules} but feeds another optimizer's step, and nothing "
+            "clears them in between",
             related=related_places,
             data={"optimizer": optimizer},
         )
