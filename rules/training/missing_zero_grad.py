@@ -204,8 +204,12 @@ def _foreign_gradients(
                 foreign.append((event, hit, at - k < 0))
     if not all(cleared.values()):
         return  # a module never cleared at all: the finding above says so
+    own_modules = {
+        m for k, b in enumerate(events) if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)
+        for m in backward_modules(training.model, b)
+    }
     for backward, hit, wrapped in foreign[:1]:
-        if not all(cleared[m] for m in hit):
+        if not all(cleared[m] for m in hit) or not _kept_apart(training, events, backward, owned, own_modules):
             continue
         modules = ", ".join(f"`{m}`" for m in hit)
         own = next((b for b in events[events.index(backward) + 1 :] if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, events.index(b))), None)
@@ -226,6 +230,20 @@ def _foreign_gradients(
             related=related_places,
             data={"optimizer": optimizer},
         )
+
+
+def _kept_apart(training: TrainingModel, events: tuple[Event, ...], backward: Event, owned: frozenset[str], own_modules: set[str]) -> bool:
+    """The optimizer's own losses keep out of the other optimizers' networks (`D(G(z).detach())`), so a
+    backward of theirs writing into its modules is no joint loss (a generator's loss through the
+    discriminator), unlike an encoder's and a generator's shared loss followed by a generator-only
+    one. Unknown ownership: not apart."""
+    others: set[str] = set()
+    for other in _fed_by(training, events, events.index(backward)):
+        modules = training.owned_modules(other, next((e.function for e in events if training.optimizer_of(e) == other), backward.function))
+        if modules is None:
+            return False
+        others |= {m for m in modules if not any(related(m, o) for o in owned)}
+    return not any(related(a, b) for a in others for b in own_modules)
 
 
 def _touches_requires_grad(event: Event) -> bool:
