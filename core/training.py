@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from torch_preflight.core.gradflow import related
 from torch_preflight.core.names import tail
 from torch_preflight.core.program import return_kind
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
@@ -78,12 +79,6 @@ _NOT_TRAINING_RECEIVERS = frozenset(
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 _OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
-
-
-def _related(a: str, b: str) -> bool:
-    """One module is the other or holds it (`model` holds `model.encoder`); `self.netD` is `netD`."""
-    a, b = a.removeprefix("self."), b.removeprefix("self.")
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".") or tail(a) == tail(b)
 
 
 def _local_head(model: ModuleModel, qualified: str) -> str:
@@ -655,7 +650,7 @@ class TrainingModel:
         cleared = self.cleared_modules(clear)
         if owned is None or cleared is None:
             return True
-        return any(_related(a, b) for a in owned for b in cleared)
+        return any(related(a, b) for a in owned for b in cleared)
 
     # --- loops --------------------------------------------------------------------------
 

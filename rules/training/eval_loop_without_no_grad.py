@@ -19,8 +19,11 @@ pass (`for batch in loader: print(model(x).shape); break`), modules frozen befor
 (`G.eval().requires_grad_(False)`, never turned back on), gradient-based attacks
 (`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code are left
 alone. An evaluation or sampling helper called from inside a training loop is flagged
-when the caller only logs what it returns and it keeps nothing else; the call is named
-in the related information.
+when the caller only logs what it returns and it keeps nothing else (filling containers it
+made itself, as nanoGPT's `estimate_loss` does, is fine); the call is named in the related
+information, and so is the function to decorate with `@torch.no_grad()` (the loop's own, or
+the helper that runs the forward once per call of the loop). A forward inside a helper
+decorated with `@torch.no_grad()` / `@torch.inference_mode()` is covered wherever it is called.
 
 ## Example
 ```python

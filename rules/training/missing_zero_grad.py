@@ -16,7 +16,15 @@ code that cannot be read and receives the optimizer, the rule stays silent.
 With several optimizers (a GAN), each one's parameters must be cleared: the rule knows
 which modules an optimizer owns from where it was built (`Adam(netD.parameters())`) and
 which modules a clear resets (`netG.zero_grad()` resets only `netG`), so dropping one of
-the two clears is found. It also asks whether every path does it: a step in the `else`
+the two clears is found. It also asks, for each step, whether every backward that wrote into the
+optimizer's parameters since their last clear was meant for it: a generator's loss computed
+through the discriminator (`g_loss = bce(D(G(z)), valid)`) writes into `D` too, so a clear of
+`D` placed before that backward leaves the generator's gradients in `D`'s next step. Which
+modules a backward writes into comes from the data flow of its loss (module calls, cut by
+`.detach()` and `no_grad`); the check stays silent when the optimizer's own losses also run
+through the other networks (a joint loss meant for both), when `requires_grad` is toggled in
+the iteration (pix2pix's `set_requires_grad(D, False)`), and when ownership is unknown. The
+related information says where the update starts, where the clear belongs. It also asks whether every path does it: a step in the `else`
 branch of an `if` whose clear sits only in the other branch is flagged there. An ignite
 `Engine(update_fn)` update function and a Lightning `training_step` that steps its own
 optimizers are iterations too.
