@@ -49,10 +49,12 @@ There is no automatic fix: the epoch variable and the sampler's reach vary.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from torch_preflight.core.dataflow import DataFlow, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Loop
@@ -252,7 +254,8 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
         elif evidence.parameter and evidence.function == loop.function:
             # The per-epoch function receives the sampler: it is the one to call `sampler.set_epoch(epoch)`.
             message = f"`{evidence.name}` is a DistributedSampler parameter but `{evidence.name}.set_epoch()` is never called: every epoch sees the same order"
-            anchor, related = evidence.span, [Related(loop.header, "loop over the loader")]
+            uses = [Related(span, f"`{evidence.name}` is used here, without `set_epoch()`") for span in _reads(ctx, evidence.name, evidence.function)]
+            anchor, related = evidence.span, [*uses[:2], Related(loop.header, "loop over the loader")]
         else:
             anchor, related = loop.header, [Related(evidence.span, "DistributedSampler")]
         yield report(META, anchor, message, related=related, data={"loader": loop.iter.text})
@@ -295,6 +298,18 @@ def _distributed_sampler_evidence(ctx: Context) -> _Evidence | None:
         if fn is not None and sampler is not None:
             return _Evidence(fn.header, fn.qualname, parameter=True, name=sampler)
     return None
+
+
+def _reads(ctx: Context, name: str, function: str) -> list[Span]:
+    """Where the function reads its parameter `name` (`if sampler:`), in source order."""
+    scope = DataFlow.of(ctx.model).scopes.get(function)
+    if scope is None:
+        return []
+    found = [
+        span_of(ctx.model, node) for node in ast.walk(scope.node)
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+    ]
+    return sorted(found, key=lambda span: span.start)
 
 
 def _outermost(ctx: Context, loop: Loop) -> Loop:
