@@ -56,11 +56,12 @@ unsafe: a loop that accumulates gradients on purpose across iterations changes m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
-from torch_preflight.core.gradflow import backward_modules, related
+from torch_preflight.core.gradflow import backward_modules, parameter_owners, related
 from torch_preflight.core.semantic import Event, EventKind, Guard, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
@@ -314,13 +315,23 @@ def _update_start(training: TrainingModel, events: tuple[Event, ...], backward: 
              if not e.inner and not training.optimizer_of(e) and block <= set(e.guards)),
             None,
         )
-    forward_at = next((k for k in range(index) if _runs(training, events[k], owned)), None)
-    if forward_at is None:
-        return None
-    forward = events[forward_at]
-    inputs = {name for arg in forward.args for name in arg.names}
-    feeding = next((e for e in events[:forward_at] if e.kind is EventKind.ASSIGN and not e.inner and set(e.targets) & inputs), None)
-    return _anchor(feeding or forward, keep)
+    # The iteration's first update: it starts with the first forward its loss is computed from (a
+    # generator's, for a discriminator fed `G(z).detach()`), right after that forward's latest input.
+    names = set(re.findall(r"[A-Za-z_]\w*", backward.receiver or "")) | {n for a in backward.args for n in a.names}
+    feeding: list[Event] = []
+    for event in reversed(events[:index]):
+        if event.kind is EventKind.ASSIGN and not event.inner and event.value is not None and set(event.targets) & names:
+            names |= set(event.value.names)
+            feeding.insert(0, event)
+    modules = parameter_owners(training.model) | owned
+    for at, event in enumerate(feeding):
+        runs = [c for c in events if c.stmt == event.stmt and c.kind is EventKind.CALL and (training.is_forward(c) or _runs(training, c, modules))]
+        if runs:
+            inputs = set(event.value.names) if event.value is not None else set()
+            prepared = [f for f in feeding[:at] if set(f.targets) & inputs]
+            return _anchor(prepared[-1] if prepared else event, keep)
+    forward = next((e for e in events[:index] if _runs(training, e, owned)), None)
+    return _anchor(forward, keep) if forward is not None else None
 
 
 def _runs(training: TrainingModel, event: Event, owned: frozenset[str]) -> bool:
