@@ -580,9 +580,15 @@ class TrainingModel:
         if not assigned or assigned[0].value is None or len(assigned[0].targets) != 1:
             return None
         head = optimizer.partition(".")[0]
-        if any(e.value is None or (head not in e.value.names and optimizer not in e.value.text) for e in assigned[1:]):
-            return None  # re-bound to something else than a wrapper of itself
-        return self._modules_in(assigned[0].value, assigned[0].function, depth)
+        first = self._modules_in(assigned[0].value, assigned[0].function, depth)
+        for e in assigned[1:]:
+            if e.value is not None and (head in e.value.names or optimizer in e.value.text):
+                continue  # a wrapper of itself (`accelerator.prepare(opt)`)
+            # re-bound: known only when every construction owns the same modules (`Adam(...)` or
+            # `RMSprop(...)` of `netD.parameters()` in two branches)
+            if e.value is None or len(e.targets) != 1 or self._modules_in(e.value, e.function, depth) != first:
+                return None
+        return first
 
     def _owned_from_callers(self, optimizer: str, scope: str, depth: int) -> frozenset[str] | None:
         fn = self.model.functions.get(scope)
