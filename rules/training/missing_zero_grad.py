@@ -24,7 +24,9 @@ modules a backward writes into comes from the data flow of its loss (module call
 `.detach()` and `no_grad`); the check stays silent when the optimizer's own losses also run
 through the other networks (a joint loss meant for both), when `requires_grad` is toggled in
 the iteration (pix2pix's `set_requires_grad(D, False)`), and when ownership is unknown. The
-related information says where the update starts, where the clear belongs. It also asks whether every path does it: a step in the `else`
+related information says where the update starts, which is where the clear belongs.
+
+It also asks whether every path does it: a step in the `else`
 branch of an `if` whose clear sits only in the other branch is flagged there. An ignite
 `Engine(update_fn)` update function and a Lightning `training_step` that steps its own
 optimizers are iterations too.
@@ -193,9 +195,10 @@ def _foreign_gradients(
     at = events.index(step)
     n = len(events)
     cleared = {m: False for m in owned}
-    foreign: list[tuple[Event, list[str], bool]] = []
+    foreign: list[tuple[int, list[str], bool]] = []
     for k in range(1, n):
-        event = events[(at - k) % n]
+        index = (at - k) % n
+        event = events[index]
         if event.inner or exclusive(event, step):
             continue
         remaining = [m for m, done in cleared.items() if not done]
@@ -209,20 +212,21 @@ def _foreign_gradients(
         elif event.kind is EventKind.BACKWARD and not event.no_grad:
             through = backward_modules(training.model, event)
             hit = [m for m in remaining if any(related(m, x) for x in through)]
-            if hit and optimizer not in _fed_by(training, events, events.index(event)):
-                foreign.append((event, hit, at - k < 0))
+            if hit and optimizer not in _fed_by(training, events, index):
+                foreign.append((index, hit, at - k < 0))
     if not all(cleared.values()):
         return  # a module never cleared at all: the finding above says so
     own_modules = {
         m for k, b in enumerate(events) if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)
         for m in backward_modules(training.model, b)
     }
-    for backward, hit, wrapped in foreign[:1]:
-        if not all(cleared[m] for m in hit) or not _kept_apart(training, events, backward, owned, own_modules):
+    for index, hit, wrapped in foreign[:1]:
+        backward = events[index]
+        if not all(cleared[m] for m in hit) or not _kept_apart(training, events, index, owned, own_modules):
             continue
         modules = ", ".join(f"`{m}`" for m in hit)
-        own = next((b for b in events[events.index(backward) + 1 :] if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, events.index(b))), None)
-        start = _after_steps(training, events, events.index(backward), (*outer, *(own or step).guards))
+        own = next((b for k, b in enumerate(events) if k > index and b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)), None)
+        start = _after_steps(training, events, index, (*outer, *(own or step).guards))
         if start is None or wrapped:
             start = _update_start(training, events, own or step, frozenset(hit), outer)
         related_places = [Related(backward.span, f"this backward writes into {modules} and feeds another optimizer's step")]
@@ -241,14 +245,14 @@ def _foreign_gradients(
         )
 
 
-def _kept_apart(training: TrainingModel, events: tuple[Event, ...], backward: Event, owned: frozenset[str], own_modules: set[str]) -> bool:
+def _kept_apart(training: TrainingModel, events: tuple[Event, ...], index: int, owned: frozenset[str], own_modules: set[str]) -> bool:
     """The optimizer's own losses keep out of the other optimizers' networks (`D(G(z).detach())`), so a
     backward of theirs writing into its modules is no joint loss (a generator's loss through the
     discriminator), unlike an encoder's and a generator's shared loss followed by a generator-only
     one. Unknown ownership: not apart."""
     others: set[str] = set()
-    for other in _fed_by(training, events, events.index(backward)):
-        modules = training.owned_modules(other, next((e.function for e in events if training.optimizer_of(e) == other), backward.function))
+    for other in _fed_by(training, events, index):
+        modules = training.owned_modules(other, next((e.function for e in events if training.optimizer_of(e) == other), events[index].function))
         if modules is None:
             return False
         others |= {m for m in modules if not any(related(m, o) for o in owned)}
@@ -300,9 +304,9 @@ def _after_steps(training: TrainingModel, events: tuple[Event, ...], index: int,
 
 
 def _update_start(training: TrainingModel, events: tuple[Event, ...], backward: Event, owned: frozenset[str], outer: tuple[Guard, ...]) -> Span | None:
-    """Where the update that `backward` belongs to begins, so a clear goes before it: just after the
-    previous optimizer step of the iteration, or, for the iteration's first update, at the statement
-    that prepares the input of its first forward of an owned module (`z = randn(...)` before `G(z)`)."""
+    """Where the update that `backward` belongs to begins, so a clear goes before it: the first statement
+    of its block after the iteration's previous optimizer step, or, for the iteration's first update, the
+    latest input of the first forward its loss is computed from (`z = randn(...)` before `G(z)`)."""
     if backward not in events:
         return None
     index = events.index(backward)
