@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from torch_preflight.core.gradflow import related
 from torch_preflight.core.names import tail
 from torch_preflight.core.program import return_kind
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
@@ -78,12 +79,6 @@ _NOT_TRAINING_RECEIVERS = frozenset(
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 _OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
-
-
-def _related(a: str, b: str) -> bool:
-    """One module is the other or holds it (`model` holds `model.encoder`); `self.netD` is `netD`."""
-    a, b = a.removeprefix("self."), b.removeprefix("self.")
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".") or tail(a) == tail(b)
 
 
 def _local_head(model: ModuleModel, qualified: str) -> str:
@@ -203,6 +198,8 @@ class TrainingModel:
             return ()
         out: list[Event] = []
         for event in fn.events:
+            if event.kind is EventKind.BACKWARD and self._plain_object(event.receiver, event.function):
+                event = replace(event, kind=EventKind.CALL)  # `mlp.backward(x, y)` of a from-scratch class: no autograd
             out.append(event)
             if event.kind not in (EventKind.CALL, EventKind.STEP) or len(_stack) >= MAX_INLINE_DEPTH:
                 continue
@@ -219,6 +216,38 @@ class TrainingModel:
         else:  # the same callee under the same call chain expands the same way: reuse it
             self._inlined[(qualname, _stack)] = result
         return result
+
+    def _plain_object(self, name: str | None, scope: str, _depth: int = 0) -> bool:
+        """`name` holds an instance of a class of the file that is no nn.Module and defines `backward`
+        itself (a from-scratch network): known from every place it was made, through the callers
+        that pass it when it is a parameter. Its `backward(...)` is a plain method, not autograd."""
+        if not name or not _DOTTED.fullmatch(name) or _depth > 2:
+            return False
+        memo = self.function_memo("plain-object")
+        key = f"{scope}\0{name}"
+        if key not in memo:
+            memo[key] = False  # a cycle through callers reads as unknown
+            memo[key] = self._made_by_plain_class(name, scope, _depth)
+        return bool(memo[key])
+
+    def _made_by_plain_class(self, name: str, scope: str, depth: int) -> bool:
+        assigned = self.model.assignments(name, scope)
+        if assigned:
+            return all(self._plain_class(e.value.callee if e.value is not None else None) for e in assigned)
+        fn = self.model.functions.get(scope)
+        if fn is None or name not in fn.params:
+            return False
+        position = fn.params.index(name) - (1 if fn.owner else 0)
+        callers = self.model.calls_to.get(scope, [])
+        for call in callers:
+            arg = call.keyword(name) or (call.args[position] if 0 <= position < len(call.args) else None)
+            if arg is None or not arg.base or arg.text != arg.base or not self._plain_object(arg.base, call.function, depth + 1):
+                return False
+        return bool(callers)
+
+    def _plain_class(self, callee: str | None) -> bool:
+        cls = self.model.classes.get(callee or "")
+        return cls is not None and not cls.is_module and all(b in ("object", "builtins.object") for b in cls.bases) and "backward" in cls.methods
 
     # --- functions imported from the user's other modules --------------------------------
 
@@ -557,9 +586,15 @@ class TrainingModel:
         if not assigned or assigned[0].value is None or len(assigned[0].targets) != 1:
             return None
         head = optimizer.partition(".")[0]
-        if any(e.value is None or (head not in e.value.names and optimizer not in e.value.text) for e in assigned[1:]):
-            return None  # re-bound to something else than a wrapper of itself
-        return self._modules_in(assigned[0].value, assigned[0].function, depth)
+        first = self._modules_in(assigned[0].value, assigned[0].function, depth)
+        for e in assigned[1:]:
+            if e.value is not None and (head in e.value.names or optimizer in e.value.text):
+                continue  # a wrapper of itself (`accelerator.prepare(opt)`)
+            # re-bound: known only when every construction owns the same modules (`Adam(...)` or
+            # `RMSprop(...)` of `netD.parameters()` in two branches)
+            if e.value is None or len(e.targets) != 1 or self._modules_in(e.value, e.function, depth) != first:
+                return None
+        return first
 
     def _owned_from_callers(self, optimizer: str, scope: str, depth: int) -> frozenset[str] | None:
         fn = self.model.functions.get(scope)
@@ -627,7 +662,7 @@ class TrainingModel:
         cleared = self.cleared_modules(clear)
         if owned is None or cleared is None:
             return True
-        return any(_related(a, b) for a in owned for b in cleared)
+        return any(related(a, b) for a in owned for b in cleared)
 
     # --- loops --------------------------------------------------------------------------
 

@@ -82,8 +82,9 @@ def test_tpf007_names_the_training_loop_that_calls_an_evaluation_helper() -> Non
     )
     (finding,) = findings(text, "TPF007")
     assert finding.span.start.line == 8
-    assert [r.message for r in finding.related] == ["model forward", "called from the training loop here"]
-    assert finding.related[1].span.start.line == 15
+    assert [r.message for r in finding.related] == ["model forward", "or decorate `evaluate()` with `@torch.no_grad()`", "called from the training loop here"]
+    assert finding.related[1].span.start.line == 6  # the def line, where `@torch.no_grad()` goes
+    assert finding.related[2].span.start.line == 15
 
 
 def test_tpf009_says_when_the_first_iteration_already_trains_in_eval_mode() -> None:

@@ -8,9 +8,13 @@ epoch loop, when nothing in the file calls `set_epoch()`.
 order on every rank. Training still converges, but worse than with real shuffling, and
 nothing warns.
 
-Samplers created with `shuffle=False` (validation), loaders that are iterated once, and
-files that call `set_epoch` anywhere (often inside `train_one_epoch`), or whose loops call a
-function of another project module that does, are not flagged. Ray Train's
+Samplers created with `shuffle=False` (validation) and loaders that are iterated once are not
+flagged. A `set_epoch` counts for the loader the epoch loop iterates when it reaches that
+loader's sampler: called on the sampler, on the loader (`train_loader.sampler.set_epoch(epoch)`,
+`loader.batch_sampler.sampler`), inside a helper of the file or of another project module
+(often `train_one_epoch`), or on something the file does not tie to another loader. A call on
+another loader's sampler (`val_loader.sampler.set_epoch(epoch)`) does not count for the
+training loader. Ray Train's
 `prepare_data_loader` counts as a shuffling DistributedSampler only for a loader built with
 `shuffle=True` (it gives the others a non-shuffling one).
 
@@ -45,10 +49,12 @@ There is no automatic fix: the epoch variable and the sampler's reach vary.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from torch_preflight.core.dataflow import DataFlow, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Loop
@@ -68,12 +74,10 @@ META = RuleMeta(
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
-    if "set_epoch" in ctx.source.text:
-        return
-    if any(tail(e.name or "") == "set_epoch" and e.via for loop in ctx.model.loops.values() for e in ctx.training.iteration(loop)):
-        return  # called inside a function imported from another module of the project
+    receivers = _set_epoch_receivers(ctx)
     samplers: dict[str, Event] = {}  # sampler variable (or "" for an inline sampler) -> construction
     loaders: dict[str, Event] = {}  # loader variable -> its sampler's construction
+    sampler_of: dict[str, str] = {}  # loader variable -> its sampler variable
     for fn in ctx.model.functions.values():
         calls = [e for e in fn.events if e.kind is EventKind.CALL]
         for event in fn.events:
@@ -92,27 +96,86 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 continue
             if sampler.base in samplers:
                 loaders[event.targets[0]] = samplers[sampler.base]
+                sampler_of[event.targets[0]] = sampler.base
             elif sampler.callee and _is_distributed_sampler(sampler.callee) and not re.search(r"shuffle\s*=\s*False", sampler.text):
                 loaders[event.targets[0]] = event
     if not loaders:
-        yield from _untracked_loader(ctx)
+        if not receivers:
+            yield from _untracked_loader(ctx)
         return
+    known = _built(ctx)
     for loop in ctx.model.loops.values():
         loader = _iterated_per_pass(ctx, loop, set(loaders))
         if loader is None:
             continue
+        own = {_scoped(ctx, loader, loop.function), _scoped(ctx, sampler_of.get(loader, loader), loop.function)}
+        if any(_reaches(ctx, receiver, own, known) for receiver in receivers):
+            continue  # this loop's loader gets its epoch; another loop may iterate one that does not
         # The per-epoch function the loader is handed to (`train_epoch(..., train_loader, epoch)`) is
         # where `set_epoch(epoch)` goes: report its loop over the loader, the epoch loop as related.
         inner = _callee_loop(ctx, loop, loader)
+        nearby = sorted({r for f, r in receivers if f == loop.function and r})
         yield report(
             META,
             inner.header if inner is not None else loop.header,
-            f"`{loader}` uses a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order",
+            f"`{loader}` uses a DistributedSampler but `set_epoch()` is never called"
+            + (f" on it (only on {', '.join(f'`{r}`' for r in nearby)})" if nearby else "")
+            + ": every epoch sees the same order",
             related=[Related(loaders[loader].span, "DistributedSampler"), *([Related(loop.header, "epoch loop")] if inner else [])],
             data={"loader": loader},
         )
         return
-    yield from _untracked_loader(ctx)
+    if not receivers:
+        yield from _untracked_loader(ctx)
+
+
+def _set_epoch_receivers(ctx: Context) -> list[tuple[str, str]]:
+    """(function, receiver) of each `set_epoch(...)` of the file (`sampler`, `train_loader.sampler`,
+    `loader.batch_sampler.sampler`), including those inside functions of the user's other modules
+    that a loop calls (their receivers renamed to the call's arguments); "" when unreadable."""
+    found = [(e.function, e.receiver or "") for fn in ctx.model.functions.values() for e in fn.events if tail(e.name or "") == "set_epoch"]
+    found += [
+        (e.function, e.receiver or "")
+        for loop in ctx.model.loops.values()
+        for e in ctx.training.iteration(loop)
+        if tail(e.name or "") == "set_epoch" and e.via
+    ]
+    return found
+
+
+Scoped = tuple[str, str]  # (function, name): a local of that function, or ("", name) for attributes and globals
+
+
+def _scoped(ctx: Context, name: str, function: str) -> Scoped:
+    local = not name.startswith("self.") and any(e.function == function for e in ctx.model.assignments(name, function))
+    return (function, name) if local and function else ("", name)
+
+
+def _built(ctx: Context) -> set[Scoped]:
+    """Every variable the file binds to a DataLoader or a sampler (another loader's, a validation one)."""
+    return {
+        _scoped(ctx, target, e.function)
+        for fn in ctx.model.functions.values()
+        for e in fn.events
+        if e.kind is EventKind.ASSIGN and e.value is not None and (tail(e.value.callee) == "DataLoader" or "Sampler" in tail(e.value.callee))
+        for target in e.targets
+    }
+
+
+_SAMPLER_PATH = re.compile(r"^(?P<head>.+?)(?:\.batch_sampler)?(?:\.sampler)?$")
+
+
+def _reaches(ctx: Context, receiver: Scoped, own: set[Scoped], known: set[Scoped]) -> bool:
+    """A `set_epoch` on `receiver` reaches the sampler of the loader whose variables are `own`: it is
+    called on that sampler, on the loader, or on its `.sampler` / `.batch_sampler.sampler`; or on
+    something the file does not tie to another known loader or sampler (a helper's parameter)."""
+    function, name = receiver
+    match = _SAMPLER_PATH.match(name)
+    head = match.group("head") if match else name
+    if not head:
+        return True
+    scoped = _scoped(ctx, head, function)
+    return scoped in own or scoped not in known
 
 
 def _is_distributed_sampler(callee: str) -> bool:
@@ -127,8 +190,8 @@ def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> str | Non
     """A loader iterated by a loop nested in `loop` (directly or in a called function)."""
     events = ctx.training.iteration(loop)
     for event in events:
-        if event.kind is not EventKind.ASSIGN or event.value is None:
-            continue
+        if event.kind is not EventKind.ASSIGN or event.value is None or event.via:
+            continue  # a called function's names are its own (its loop over a parameter): the call's arguments say which loader
         # The `for` target assignment of a nested loop: its iterable reads the loader.
         if not any(other.id != loop.id and other.header.contains(event.span) for other in ctx.model.loops.values()):
             continue
@@ -144,9 +207,12 @@ def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> str | Non
 
 
 def _callee_loop(ctx: Context, loop: Loop, loader: str) -> Loop | None:
-    """The loop, in a function of the file that `loop` calls with `loader`, that iterates it."""
+    """The loop, in a function of the file that `loop` calls with `loader` and the epoch, that iterates it
+    (without the epoch, the function cannot set it: the epoch loop is the place)."""
     for event in ctx.training.iteration(loop):
         if event.kind is not EventKind.CALL or event.inner or event.via:
+            continue
+        if not any(name in loop.targets for arg in (*event.args, *(v for _, v in event.keywords)) for name in arg.names):
             continue
         for target in ctx.model.call_targets(event):
             fn = ctx.model.functions[target]
@@ -188,7 +254,8 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
         elif evidence.parameter and evidence.function == loop.function:
             # The per-epoch function receives the sampler: it is the one to call `sampler.set_epoch(epoch)`.
             message = f"`{evidence.name}` is a DistributedSampler parameter but `{evidence.name}.set_epoch()` is never called: every epoch sees the same order"
-            anchor, related = evidence.span, [Related(loop.header, "loop over the loader")]
+            uses = [Related(span, f"`{evidence.name}` is used here, without `set_epoch()`") for span in _reads(ctx, evidence.name, evidence.function)]
+            anchor, related = evidence.span, [*uses[:2], Related(loop.header, "loop over the loader")]
         else:
             anchor, related = loop.header, [Related(evidence.span, "DistributedSampler")]
         yield report(META, anchor, message, related=related, data={"loader": loop.iter.text})
@@ -231,6 +298,18 @@ def _distributed_sampler_evidence(ctx: Context) -> _Evidence | None:
         if fn is not None and sampler is not None:
             return _Evidence(fn.header, fn.qualname, parameter=True, name=sampler)
     return None
+
+
+def _reads(ctx: Context, name: str, function: str) -> list[Span]:
+    """Where the function reads its parameter `name` (`if sampler:`), in source order."""
+    scope = DataFlow.of(ctx.model).scopes.get(function)
+    if scope is None:
+        return []
+    found = [
+        span_of(ctx.model, node) for node in ast.walk(scope.node)
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+    ]
+    return sorted(found, key=lambda span: span.start)
 
 
 def _outermost(ctx: Context, loop: Loop) -> Loop:

@@ -19,8 +19,11 @@ pass (`for batch in loader: print(model(x).shape); break`), modules frozen befor
 (`G.eval().requires_grad_(False)`, never turned back on), gradient-based attacks
 (`requires_grad_`, `torch.autograd.grad`) and calls into unseen training code are left
 alone. An evaluation or sampling helper called from inside a training loop is flagged
-when the caller only logs what it returns and it keeps nothing else; the call is named
-in the related information.
+when the caller only logs what it returns and it keeps nothing else (filling containers it
+made itself, as nanoGPT's `estimate_loss` does, is fine); the call is named in the related
+information, and so is the function to decorate with `@torch.no_grad()` (the loop's own, or
+the helper that runs the forward once per call of the loop). A forward inside a helper
+decorated with `@torch.no_grad()` / `@torch.inference_mode()` is covered wherever it is called.
 
 ## Example
 ```python
@@ -65,6 +68,9 @@ META = RuleMeta(
     severity=Severity.WARNING,
 )
 
+# Objects a loss is computed with but that carry no activation graph of theirs: what they were built from
+# (`model = torch.compile(model)`, a checkpoint) never reaches the backward as data.
+_NOT_ACTIVATIONS = frozenset({Kind.MODEL, Kind.OPTIMIZER, Kind.SCHEDULER, Kind.SCALER, Kind.LOADER, Kind.SAMPLER, Kind.LOSS_FN})
 _GRAD_USERS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
 _WORDS = re.compile(r"\w+")
 _MODELS_WORD = re.compile(r"model|net|module|layer|block|encoder|decoder|classifier|ensemble|checkpoint|ckpt", re.I)
@@ -87,7 +93,7 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     """The loop's finding unless a back-propagating function reads the containers it stores into."""
     training = ctx.training
     events = training.iteration(loop)
-    forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
+    forwards = [e for e in events if training.is_forward(e) and not e.no_grad and not _in_no_grad_function(ctx, e)]
     if not forwards or all(e.inner for e in forwards):
         return None, frozenset()
     containers = _evaluation(ctx, loop, events)
@@ -100,9 +106,24 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
         loop.header,
         f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
         _fix(ctx, loop),
-        related=[Related(forwards[0].span, "model forward"), *_training_callers(ctx, loop)],
+        related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop)],
     )
     return diagnostic, containers
+
+
+def _in_no_grad_function(ctx: Context, event: Event) -> bool:
+    """The event was inlined from a function decorated with `@torch.no_grad()` / `@torch.inference_mode()`
+    (or the project's own such decorator): it runs without a graph whoever calls it."""
+    functions = ctx.model.functions
+    return any(q in functions and ctx.training.decorated_no_grad(functions[q]) for q in event.via)
+
+
+def _decorator_site(ctx: Context, loop: Loop, forwards: list[Event]) -> list[Related]:
+    """The evaluation function to decorate with `@torch.no_grad()`: the loop's own function, or the
+    helper of the file that runs the forward once per call of the loop (`acc = evaluate(model, x, y)`)."""
+    names = {loop.function, *(f.via[-1] for f in forwards if f.via)} - {""}
+    sites = [ctx.model.functions[q] for q in sorted(names) if q in ctx.model.functions and not ctx.model.functions[q].is_lambda]
+    return [Related(fn.header, f"or decorate `{fn.name}()` with `@torch.no_grad()`") for fn in sites if not ctx.model.enclosing_class(fn.qualname) or fn.owner]
 
 
 def _training_callers(ctx: Context, loop: Loop) -> list[Related]:
@@ -258,13 +279,15 @@ def _feeds_backward(ctx: Context, call: Event) -> bool:
     for _ in range(8):
         grown = False
         for e in events:
+            if e.via:
+                continue  # a callee's names are its own
             sources: tuple[str, ...] = ()
             if e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and e.value is not None:
                 if any(t.partition(".")[0].partition("[")[0] in frontier for t in e.targets):
                     sources = e.value.names
             elif e.kind is EventKind.STORE and e.receiver and e.receiver.partition(".")[0].partition("[")[0] in frontier:
                 sources = tuple(n for a in e.args for n in a.names) + (e.value.names if e.value else ())
-            new = set(sources) - frontier
+            new = {n for n in sources if n not in frontier and ctx.model.kind_of(n, e.function) not in _NOT_ACTIVATIONS}
             if new:
                 frontier |= new
                 grown = True
@@ -280,9 +303,20 @@ def _evaluation_helper(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> b
     if _stored_containers(ctx, loop, events):
         return False
     return not any(
-        e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and any("." in t or "[" in t for t in e.targets)
+        e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN) and any(("." in t or "[" in t) and not _fresh_local(ctx, t, loop.function) for t in e.targets)
         for e in ctx.training.expanded(loop.function)
     )
+
+
+def _fresh_local(ctx: Context, target: str, scope: str) -> bool:
+    """`losses[k] = ...` / `out[split] = ...` into a container the function itself made
+    (`losses = torch.zeros(n)`, `out = {}`): what it holds leaves only through the return value."""
+    head = target.partition("[")[0].partition(".")[0]
+    fn = ctx.model.functions.get(scope)
+    if fn is None or head in fn.params or head == "self":
+        return False
+    assigned = [e for e in ctx.model.assignments(head, scope) if e.function == scope]
+    return bool(assigned) and all(e.value is not None and (e.value.is_literal or e.value.callee or e.value.text in ("{}", "[]")) for e in assigned)
 
 
 def _backward_after(outer: tuple[Event, ...], loop: Loop) -> bool:
