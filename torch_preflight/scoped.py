@@ -28,6 +28,7 @@ tests/lsp/test_incremental.py checks with hypothesis that the result equals a fr
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from torch_preflight.core.config import Config
@@ -35,9 +36,9 @@ from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
-from torch_preflight.core.project import Project
+from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.core.source import Position, Span
+from torch_preflight.core.source import Position, SourceText, Span
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context
 
@@ -172,7 +173,18 @@ class ScopedChecker:
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
 
-    def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str, project: Project | None = None) -> Result:
+    def check(
+        self,
+        builder: IncrementalBuilder,
+        model: ModuleModel,
+        config: Config,
+        path: str,
+        project: Project | None = None,
+        early: Callable[[Result], None] | None = None,
+    ) -> Result:
+        """`early`, when given and whole-module rules are enabled, receives the local rules'
+        result before those rules run (the server publishes it first); it may raise to
+        abandon the rest, the local rules' cache kept."""
         source = model.source
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
@@ -202,8 +214,7 @@ class ScopedChecker:
         self.rechecked = len(dirty)
         shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
         if whole or sub is model:
-            shapes = self._shape_facts(builder, units, model, config, path) if any(r.code == "TPF501" for r in whole) else ()
-            shared = Context(model, config, _memory(model, config, path) if whole else (), view, shapes)
+            shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
             if previous_training is not None and moved is not None and len(moved) < len(units):
                 _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved)
         if dirty and local:
@@ -216,20 +227,20 @@ class ScopedChecker:
         if previous is not None and diff is not None and len(dirty) < len(units):
             _carry(previous, units, diff, dirty, found)
         diagnostics = [d for per in found for d in per]
+        if not view.used:  # findings that read another file are never cached
+            self._state = _State(key, units, starts, lines, found)
+        if shared is not None and early is not None and whole:
+            early(_result(diagnostics, model, builder, path, view))
         if shared is not None:
+            if any(r.code == "TPF501" for r in whole):
+                shared.shapes = self._shape_facts(builder, units, model, config, path)
             for rule in whole:
                 diagnostics.extend(rule.check(shared))
             if "training" in shared.__dict__:
                 self._training = shared.training
-        if view.used:  # findings that read another file are never cached
-            self._training = None
-        else:
-            self._state = _State(key, units, starts, lines, found)
-        diagnostics = certain(diagnostics, model, builder.repaired)
-        suppressions = scan(source)
-        kept = [d for d in diagnostics if not suppressions.suppresses(d)]
-        kept.sort(key=Diagnostic.sort_key)
-        return Result(path, source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
+        if view.used:
+            self._training = self._state = None
+        return _result(diagnostics, model, builder, path, view)
 
     def _shape_facts(self, builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
         """`analyze._shapes`, reused while `_shape_key` is unchanged."""
@@ -240,6 +251,15 @@ class ScopedChecker:
         self.shapes_computed += 1
         self._shapes = (key, found)
         return found
+
+
+def _result(diagnostics: list[Diagnostic], model: ModuleModel, builder: IncrementalBuilder, path: str, view: ProjectView) -> Result:
+    """The findings outside the regions the error recovery made uncertain, less the suppressed ones, in order."""
+    diagnostics = certain(diagnostics, model, builder.repaired)
+    suppressions = scan(model.source)
+    kept = [d for d in diagnostics if not suppressions.suppresses(d)]
+    kept.sort(key=Diagnostic.sort_key)
+    return Result(path, model.source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
 
 
 def _reuse_training(training: TrainingModel, previous: TrainingModel, builder: IncrementalBuilder, clean: set[int]) -> None:
@@ -417,6 +437,17 @@ def _carry(previous: _State, units: list[_Unit], diff: _Diff, dirty: set[int], f
         if i not in dirty:
             old = previous.found[_old_index(i, diff, len(previous.units), len(units))]
             found[i] = [_shift(d, diff) for d in old] if diff.delta else list(old)
+
+
+def carried(findings: list[Diagnostic], old: SourceText, new: SourceText) -> list[Diagnostic]:
+    """The findings of `old` that lie outside the lines an edit changed, moved to their lines
+    in `new` (the lines are compared: the unchanged start and end of the text)."""
+    a, b = old.text.split("\n"), new.text.split("\n")
+    n = min(len(a), len(b))
+    prefix = next((i for i in range(n) if a[i] != b[i]), n)
+    suffix = next((i for i in range(n - prefix) if a[-1 - i] != b[-1 - i]), n - prefix)
+    diff = _Diff(prefix, suffix, len(a) - suffix, prefix, len(b) - len(a))
+    return [_shift(d, diff) if diff.delta else d for d in findings if _movable([d], diff)]
 
 
 def _move(span: Span, diff: _Diff) -> Span:
