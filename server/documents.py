@@ -160,7 +160,7 @@ class Document:
         with self.busy:
             if not self.primed and not self.is_cell:
                 try:
-                    parso_grammar().parse(self.snapshot()[1], diff_cache=True, path=self.parso_key, cache=False)
+                    parso_grammar().parse(self.snapshot()[1].replace("\x00", " "), diff_cache=True, path=self.parso_key, cache=False)
                     self.primed = True
                 except Exception:
                     log.exception("parso failed for %s", self.uri)
@@ -168,7 +168,9 @@ class Document:
     def _statements(self, text: str) -> tuple[list[int], ast.Module | None]:
         """First lines of the top-level statements: from parso's diff parser once the document
         is primed; before that, from `ast` when the text parses (the same boundaries), with the
-        tree, which the builder then splits instead of parsing each statement again."""
+        tree, which the builder then splits instead of parsing each statement again. A NUL
+        reads as a space, as in `parse_statements` (parso splits statements otherwise at one)."""
+        text = text.replace("\x00", " ")
         if not self.primed:
             try:
                 with warnings.catch_warnings():

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
-from torch_preflight.core.incremental import IncrementalBuilder
+from torch_preflight.core.incremental import IncrementalBuilder, Names, settled_members
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Project, ProjectView
@@ -61,6 +61,7 @@ class _Unit:
     reads: frozenset[str]  # every name and attribute it mentions
     is_import: bool
     plain: bool  # defines no function, class or lambda: nothing it exports depends on who reads it
+    grad_switch: bool = False  # calls `set_grad_enabled` outside every function (see `_global`)
 
 
 def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
@@ -103,7 +104,26 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     b, r, p = _names(roots, True)
     binds |= b
     reads |= r
-    return _Unit(text, frozenset(binds), frozenset(reads), all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body), plain and p)
+    is_import = all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+    return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body))
+
+
+def _grad_switch(body: list[ast.stmt]) -> bool:
+    """A `set_grad_enabled` call outside every function and lambda (module or class level): it
+    decides whether the module-level loops after it record graphs. Inside a function it is one
+    of that function's events, which only its own loops, and those reaching it by name, read."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stack.extend((*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)))
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if (isinstance(node, ast.Attribute) and node.attr == "set_grad_enabled") or (isinstance(node, ast.Name) and node.id == "set_grad_enabled"):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _names(roots: list[ast.AST], top: bool) -> _Names:
@@ -172,6 +192,8 @@ class ScopedChecker:
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
+        self._member_names: dict[int, tuple[object, Names]] = {}  # see `core.incremental.settled_members`
+        self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
 
     def check(
         self,
@@ -189,8 +211,8 @@ class ScopedChecker:
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
         whole = [r for r in rules if r.code not in LOCAL_RULES]
-        previous, previous_training = self._state, self._training
-        self._state = self._training = None
+        previous, previous_training, previous_local = self._state, self._training, self._local_training
+        self._state = self._training = self._local_training = None
         units: list[_Unit] = []
         members: dict[int, tuple[ast.AST, _Names]] = {}
         for (_, code, body), old in zip(builder.units, _reuse(previous, builder), strict=True):
@@ -215,10 +237,15 @@ class ScopedChecker:
         shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
         if whole or sub is model:
             shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
-            if previous_training is not None and moved is not None and len(moved) < len(units):
-                _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved)
+        settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, self._member_names) if diff is not None and moved is not None else None
+        if shared is not None and previous_training is not None and moved is not None and (len(moved) < len(units) or settled):
+            _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved, settled)
         if dirty and local:
             ctx = shared if sub is model and shared is not None else Context(sub, config, (), view)
+            if ctx is not shared and settled and previous_local is not None:  # the methods' expansions only: their loops' callers may differ in a submodel
+                _reuse_training(ctx.training, previous_local, builder, set(), (settled[0], frozenset()))
+            if ctx is not shared:
+                self._local_training = ctx.training
             for rule in local:
                 for diagnostic in rule.check(ctx):
                     index = _owner(starts, diagnostic.span.start.line)
@@ -239,7 +266,7 @@ class ScopedChecker:
             if "training" in shared.__dict__:
                 self._training = shared.training
         if view.used:
-            self._training = self._state = None
+            self._training = self._local_training = self._state = None
         return _result(diagnostics, model, builder, path, view)
 
     def _shape_facts(self, builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
@@ -262,12 +289,66 @@ def _result(diagnostics: list[Diagnostic], model: ModuleModel, builder: Incremen
     return Result(path, model.source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
 
 
-def _reuse_training(training: TrainingModel, previous: TrainingModel, builder: IncrementalBuilder, clean: set[int]) -> None:
+def _settled(
+    previous: TrainingModel | None,
+    builder: IncrementalBuilder,
+    model: ModuleModel,
+    units: list[_Unit],
+    diff: _Diff,
+    moved: set[int],
+    names: dict[int, tuple[object, Names]],
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """Per-method units (`core.incremental.settled_members`): when the one statement an edit
+    changed is a top-level class, the qualnames of the functions in it (methods and the
+    functions nested in them) whose training facts the edit cannot have changed, as (settled,
+    with their loops too)."""
+    changed = range(diff.prefix, len(units) - diff.suffix)
+    if previous is None or len(changed) != 1 or previous.model.tree is None:
+        return None
+    body = builder.units[changed[0]][2]
+    if len(body) != 1 or not isinstance(body[0], ast.ClassDef):
+        return None
+    new, old_model = body[0], previous.model
+    old = next((s for s in old_model.tree.body if isinstance(s, ast.ClassDef) and s.name == new.name and s.lineno == new.lineno), None)
+    if old is None:
+        return None
+
+    def inside(functions: dict[str, object], qualname: str) -> dict[str, object]:
+        return {q: f for q, f in functions.items() if q == qualname or q.startswith(qualname + ".")}
+
+    def same(method: str) -> object | None:
+        qualname = f"{new.name}.{method}"
+        now, before = inside(model.functions, qualname), inside(old_model.functions, qualname)
+        return now.get(qualname) if now and now.keys() == before.keys() and all(before[q] is f for q, f in now.items()) else None
+
+    outside = frozenset().union(*(units[j].binds for j in moved if j != changed[0]))
+    found = settled_members(old, new, same, outside, names)
+    if found is None:
+        return None
+    qualnames = [q for q in model.functions if q.startswith(new.name + ".")]
+
+    def of(methods: frozenset[str]) -> frozenset[str]:
+        return frozenset(q for q in qualnames if q.split(".")[1] in methods)
+
+    return of(found[0]), of(found[1])
+
+
+def _reuse_training(
+    training: TrainingModel,
+    previous: TrainingModel,
+    builder: IncrementalBuilder,
+    clean: set[int],
+    settled: tuple[frozenset[str], frozenset[str]] | None = None,
+) -> None:
     """Seed the training model (and the module's call index) with the previous run's results
     for the functions and loops of clean statements (the same reasoning that lets the local rules' findings there be reused),
-    when the builder reused their very objects."""
+    and for the `settled` functions of an edited class (`_settled`: (functions, functions whose
+    loops too)), when the builder reused their very objects."""
     owned, loops = builder.owned(clean)
     new, old = training.model, previous.model
+    if settled is not None:
+        owned |= settled[0]
+        loops |= {i for i, loop in new.loops.items() if loop.function in settled[1]}
     functions = frozenset(q for q in owned if old.functions.get(q) is new.functions[q])
     new.reuse_calls(old, functions)
     training.reuse(previous, functions, frozenset(i for i in loops if old.loops.get(i) is new.loops[i]))
@@ -355,9 +436,9 @@ def _diff(previous: _State, units: list[_Unit], starts: list[int], lines: int) -
 
 def _global(unit: _Unit) -> bool:
     """An edit to this statement can change the findings of any other: an import, or a
-    `torch.set_grad_enabled(...)` call, which decides whether the statements after it record
-    graphs (TPF005 and friends ask `grad_enabled_at`)."""
-    return unit.is_import or "set_grad_enabled" in unit.text
+    `torch.set_grad_enabled(...)` call at module level, which decides whether the statements
+    after it record graphs (TPF005 and friends ask `grad_enabled_at`)."""
+    return unit.is_import or unit.grad_switch
 
 
 def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int], set[int]] | None:
