@@ -227,7 +227,9 @@ class ScopedChecker:
         closures = _dirty(previous, units, diff) if previous is not None and diff is not None else None
         moved, dirty = closures if closures is not None else (None, None)
         found: list[list[Diagnostic]] = [[] for _ in units]
-        if dirty is None or len(dirty) * 2 > len(units):
+        if dirty is None or len(dirty) * 2 > len(units) or 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) > lines:
+            # most of the module (by statements or by lines: one large class): the whole model,
+            # whose training model the whole-module rules share, rather than a submodel with its own
             dirty = set(range(len(units)))
             sub = model
         else:
@@ -313,22 +315,26 @@ def _settled(
     if old is None:
         return None
 
-    def inside(functions: dict[str, object], qualname: str) -> dict[str, object]:
-        return {q: f for q, f in functions.items() if q == qualname or q.startswith(qualname + ".")}
+    def by_method(functions: dict[str, object]) -> dict[str, dict[str, object]]:  # the class's functions, by the method holding them
+        groups: dict[str, dict[str, object]] = {}
+        for q, f in functions.items():
+            if q.startswith(new.name + "."):
+                groups.setdefault(q.split(".")[1], {})[q] = f
+        return groups
+
+    now, before = by_method(model.functions), by_method(old_model.functions)
 
     def same(method: str) -> object | None:
-        qualname = f"{new.name}.{method}"
-        now, before = inside(model.functions, qualname), inside(old_model.functions, qualname)
-        return now.get(qualname) if now and now.keys() == before.keys() and all(before[q] is f for q, f in now.items()) else None
+        mine, old_mine = now.get(method, {}), before.get(method, {})
+        return mine.get(f"{new.name}.{method}") if mine and mine.keys() == old_mine.keys() and all(old_mine[q] is f for q, f in mine.items()) else None
 
     outside = frozenset().union(*(units[j].binds for j in moved if j != changed[0]))
     found = settled_members(old, new, same, outside, names)
     if found is None:
         return None
-    qualnames = [q for q in model.functions if q.startswith(new.name + ".")]
 
     def of(methods: frozenset[str]) -> frozenset[str]:
-        return frozenset(q for q in qualnames if q.split(".")[1] in methods)
+        return frozenset(q for method in methods for q in now.get(method, ()))
 
     return of(found[0]), of(found[1])
 
