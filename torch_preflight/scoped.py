@@ -240,12 +240,13 @@ class ScopedChecker:
         if whole or sub is model:
             shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
         settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, self._member_names) if diff is not None and moved is not None else None
-        if shared is not None and previous_training is not None and moved is not None and (len(moved) < len(units) or settled):
+        reusable = settled is not None and bool(settled[0])
+        if shared is not None and previous_training is not None and moved is not None and (len(moved) < len(units) or reusable):
             _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved, settled)
         if dirty and local:
             ctx = shared if sub is model and shared is not None else Context(sub, config, (), view)
-            if ctx is not shared and settled and previous_local is not None:  # the methods' expansions only: their loops' callers may differ in a submodel
-                _reuse_training(ctx.training, previous_local, builder, set(), (settled[0], frozenset()))
+            if ctx is not shared and reusable and previous_local is not None:  # the methods' expansions only: their loops' callers may differ in a submodel
+                _reuse_training(ctx.training, previous_local, builder, set(), (settled[0], frozenset()))  # type: ignore[index]
             if ctx is not shared:
                 self._local_training = ctx.training
             for rule in local:
