@@ -190,6 +190,18 @@ class Document:
         `EARLY_LINES` lines or more), not when the complete result follows within moments."""
         return self.whole_s >= self.EARLY_AFTER_S if self.whole_s is not None else len(source.line_starts) >= self.EARLY_LINES
 
+    def _abandon_if(self, stale: Callable[[], bool] | None) -> Callable[[], None] | None:
+        """What `ScopedChecker.check` calls before each whole-module rule: `Stale` when a newer
+        version arrived, so the worker takes it up without finishing this one's slow rules."""
+        if stale is None:
+            return None
+
+        def between() -> None:
+            if stale():
+                raise Stale(self.uri)
+
+        return between
+
     def _interim(self, config: Config, stale: Callable[[], bool] | None, early: Callable[[Result], None]) -> Callable[[Result], None]:
         """What `ScopedChecker.check` hands the local rules' result to: that result, with the
         syntax error and the whole-module rules' findings of the last analysis that lie outside
@@ -236,7 +248,7 @@ class Document:
             raise Stale(self.uri)
         interim = self._interim(config, stale, early) if early is not None else None
         self._whole_started = None
-        result = self.scoped.check(self.builder, model, config, self.path, self.project, interim)
+        result = self.scoped.check(self.builder, model, config, self.path, self.project, interim, self._abandon_if(stale))
         if self._whole_started is not None:
             self.whole_s = time.perf_counter() - self._whole_started
         result.syntax_errors = list(self.builder.errors)

@@ -203,10 +203,12 @@ class ScopedChecker:
         path: str,
         project: Project | None = None,
         early: Callable[[Result], None] | None = None,
+        between: Callable[[], None] | None = None,
     ) -> Result:
         """`early`, when given and whole-module rules are enabled, receives the local rules'
         result before those rules run (the server publishes it first); it may raise to
-        abandon the rest, the local rules' cache kept."""
+        abandon the rest, the local rules' cache kept. `between` is called before each
+        whole-module rule, and may raise likewise (a newer version arrived)."""
         source = model.source
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
@@ -265,6 +267,8 @@ class ScopedChecker:
             if any(r.code == "TPF501" for r in whole):
                 shared.shapes = self._shape_facts(builder, units, model, config, path)
             for rule in whole:
+                if between is not None:
+                    between()
                 diagnostics.extend(rule.check(shared))
             if "training" in shared.__dict__:
                 self._training = shared.training

@@ -161,3 +161,43 @@ def test_a_newer_edit_abandons_the_whole_module_rules_of_the_older_version(monke
     doc = server.docs[URI]
     full = analyze(doc.text, doc.path, Config())
     assert [(d.code, d.range.start.line) for d in server.published[-1].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
+
+
+def test_a_newer_edit_during_the_whole_module_rules_abandons_the_rest_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Document, "EARLY_LINES", 0)
+    monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
+    asked: list[int] = []  # the version current at each check before a whole-module rule
+
+    async def scenario() -> Server:
+        server = Server()
+        doc = server.docs[URI] = Document(URI, STAGED, 1, project=server.project)
+        abandon_if = doc._abandon_if
+
+        def typing_on(stale: Any) -> Any:  # the user types while version 2's first whole-module rule runs
+            between = abandon_if(stale)
+
+            def check() -> None:
+                asked.append(doc.version or 0)
+                if asked.count(2) == 2:  # version 2's second whole-module rule
+                    type_at_end(doc, "y = 2\n", 3)
+                between()
+
+            return check
+
+        doc._abandon_if = typing_on  # type: ignore[method-assign]
+        await server._publish_later(URI, 1)
+        count = len(asked)
+        type_at_end(doc, "x = 1\n", 2)
+        await server._publish_later(URI, 2)
+        assert len(asked) == count + 2  # version 2: the second whole-module rule was not run
+        await server._publish_later(URI, 3)
+        server.executor.shutdown()
+        return server
+
+    server = asyncio.run(scenario())
+    versions = [p.version for p in server.published]
+    assert versions[:2] == [1, 1] and versions[-2:] == [3, 3]
+    assert versions.count(2) <= 1  # version 2's interim, when the event loop sent it before version 3 arrived; never its complete result
+    doc = server.docs[URI]
+    full = analyze(doc.text, doc.path, Config())
+    assert [(d.code, d.range.start.line) for d in server.published[-1].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
