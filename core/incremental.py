@@ -27,6 +27,7 @@ import itertools
 import tokenize
 import warnings
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -563,3 +564,110 @@ def _build_piece(
 
 
 __all__ = ["Chunk", "IncrementalBuilder", "chunk_lines", "parse_statements", "parso_grammar", "statement_starts"]
+
+
+# --- per-method units -------------------------------------------------------------------
+#
+# The unit of the language server's caches below a top-level statement is a function or method
+# (with the functions nested in it). The contract, for a rule or a memo of the training model
+# that uses it: what it says about a unit depends only on the unit's own text and position, the
+# import map, and what the unit reaches by name (callees, the attributes and names it reads);
+# what it says about a unit's loops may also depend on the unit's callers (a function every
+# caller runs under `no_grad`, the modules an optimizer parameter owns). `settled_members`
+# tells, for one edited top-level class, which of its units an edit cannot have changed in
+# that sense, by name links between its methods, as `scoped._dirty` does between top-level
+# statements: the training model's `reuse` takes their memos over (`TrainingModel.loop_memo`,
+# `function_memo` are the rules' way in).
+
+Names = tuple[frozenset[str], frozenset[str]]  # (binds, reads) of one unit
+
+
+def member_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> Names:
+    """What a method binds (its name, the attributes it stores or deletes, the names it declares
+    `global`) and reads (every name and attribute it mentions, and every string constant that
+    could name one: `getattr(self, "fit")`)."""
+    binds: set[str] = {node.name}
+    reads: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute):
+            (reads if isinstance(sub.ctx, ast.Load) else binds).add(sub.attr)
+        elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Attribute):
+            reads.add(sub.target.attr)  # `self.n += 1` reads it too
+        elif isinstance(sub, ast.Name):
+            reads.add(sub.id)
+        elif isinstance(sub, ast.Global):
+            binds.update(sub.names)
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.isidentifier():
+            reads.add(sub.value)
+    return frozenset(binds), frozenset(reads)
+
+
+def _header(cls: ast.ClassDef) -> str:
+    """The class without its methods (header, position, other body statements), for comparison."""
+    rest = [s for s in cls.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return "\n".join([f"{cls.name}@{cls.lineno}", *(ast.dump(n, include_attributes=True) for n in (*cls.decorator_list, *cls.bases, *cls.keywords, *rest))])
+
+
+def settled_members(
+    old: ast.ClassDef,
+    new: ast.ClassDef,
+    same: Callable[[str], object | None],
+    outside: frozenset[str],
+    names: dict[int, tuple[object, Names]],
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """For a top-level class, the only top-level statement an edit changed (`old` and `new`
+    versions): the names of its methods whose facts the edit cannot have changed, as
+    (settled, with their loops), or None when the class changed outside its methods (header,
+    bases, another body statement, its methods' order or names) and every method must be taken
+    as changed. `same(method)`: when the model holds the very objects of the last version for
+    that method and the functions nested in it, the method's (a key for `names`), else None.
+    `outside`: the names bound by the other top-level statements whose facts may have changed
+    (they are re-checked). `names`: `member_names` by the id of that key, read and filled.
+
+    A method is unsettled when its objects changed, or it reads a name an unsettled method binds
+    or once bound (a caller, a reader of an attribute it stores: what those say may have
+    changed), or a name in `outside`. Its loops are unsettled also when an unsettled method
+    reads a name it binds (a callee, transitively: its callers' contexts may have changed)."""
+    def methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    before, after = methods(old), methods(new)
+    if [m.name for m in before] != [m.name for m in after] or _header(old) != _header(new):
+        return None  # a method added, removed, renamed or moved; the class changed outside its methods
+
+    def unit(node: ast.FunctionDef | ast.AsyncFunctionDef, held: object) -> Names:
+        entry = names.get(id(held))
+        if entry is None or entry[0] is not held:
+            entry = names[id(held)] = (held, member_names(node))
+        return entry[1]
+
+    kept = [same(node.name) for node in after]
+    units = [unit(node, held if held is not None else node) for node, held in zip(after, kept, strict=True)]  # by position: a property and its setter share a name
+    changed = {i for i, held in enumerate(kept) if held is None}
+    spread = set(outside)
+    for i in changed:
+        spread |= units[i][0] | member_names(before[i])[0]
+    moved = set(changed)
+    grown = True
+    while grown:
+        grown = False
+        for i, (binds, reads) in enumerate(units):
+            if i not in moved and reads & spread:
+                moved.add(i)
+                spread |= binds
+                grown = True
+    reach: set[str] = set()
+    for i in moved:
+        reach |= units[i][1]
+    called: set[int] = set()
+    grown = True
+    while grown:
+        grown = False
+        for i, (binds, reads) in enumerate(units):
+            if i not in moved and i not in called and binds & reach:
+                called.add(i)
+                reach |= reads
+                grown = True
+    unsettled = {after[i].name for i in moved}
+    settled = frozenset(m.name for m in after) - unsettled
+    return settled, settled - {after[i].name for i in called}

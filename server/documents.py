@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 import logging
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlparse
 
 from torch_preflight.core.config import Config
@@ -28,7 +29,7 @@ from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.source import SourceText, Span
 
 from torch_preflight.analyze import Result, analyze
-from torch_preflight.scoped import ScopedChecker
+from torch_preflight.scoped import LOCAL_RULES, ScopedChecker, carried
 
 from . import convert
 
@@ -79,6 +80,10 @@ class Document:
     project: Project | None = None  # the server's: the user's other modules, open buffers over files on disk
     memory_dependencies: tuple[Dependency, ...] = ()  # the other files the last memory reports read
     converted: dict[int, Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
+    whole_s: float | None = None  # wall seconds the whole-module rules took in the last analysis that ran them
+    _whole_started: float | None = field(default=None, repr=False, compare=False)
+    EARLY_AFTER_S: ClassVar[float] = 0.02  # see `_worth_publishing`
+    EARLY_LINES: ClassVar[int] = 500
     busy: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # analysis caches in use
     _text_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -113,16 +118,18 @@ class Document:
         with self._text_lock:
             return self.version, self.text, self.source
 
-    def analysis(self, config: Config, stale: Callable[[], bool] | None = None) -> Result:
+    def analysis(self, config: Config, stale: Callable[[], bool] | None = None, early: Callable[[Result], None] | None = None) -> Result:
         """The analysis of the current text, reusing every unchanged top-level statement.
-        `stale()` is asked once the model is built: when true the analysis is abandoned
-        (`Stale`), leaving the caches consistent for the next version."""
+        `stale()` is asked once the model is built and again before the whole-module rules:
+        when true the analysis is abandoned (`Stale`), leaving the caches consistent for the
+        next version. `early` receives an interim result before the whole-module rules run
+        (`_interim`); the result returned completes it."""
         with self.busy:
             version, text, source = self.snapshot()
             key = (version, text, config)
             if self.result is not None and self.result_key == key and all(self.unchanged(d) for d in self.result.dependencies):
                 return self.result  # same text, and the other project files it read are unchanged
-            return self._replace(key, self._analyze(config, text, source, stale))
+            return self._replace(key, self._analyze(config, text, source, stale, early))
 
     def _replace(self, key: tuple[Any, ...], result: Result) -> Result:
         old, self.result = self.result, result
@@ -153,7 +160,7 @@ class Document:
         with self.busy:
             if not self.primed and not self.is_cell:
                 try:
-                    parso_grammar().parse(self.snapshot()[1], diff_cache=True, path=self.parso_key, cache=False)
+                    parso_grammar().parse(self.snapshot()[1].replace("\x00", " "), diff_cache=True, path=self.parso_key, cache=False)
                     self.primed = True
                 except Exception:
                     log.exception("parso failed for %s", self.uri)
@@ -161,7 +168,9 @@ class Document:
     def _statements(self, text: str) -> tuple[list[int], ast.Module | None]:
         """First lines of the top-level statements: from parso's diff parser once the document
         is primed; before that, from `ast` when the text parses (the same boundaries), with the
-        tree, which the builder then splits instead of parsing each statement again."""
+        tree, which the builder then splits instead of parsing each statement again. A NUL
+        reads as a space, as in `parse_statements` (parso splits statements otherwise at one)."""
+        text = text.replace("\x00", " ")
         if not self.primed:
             try:
                 with warnings.catch_warnings():
@@ -175,7 +184,52 @@ class Document:
         self.primed = True
         return statement_starts(module), None
 
-    def _analyze(self, config: Config, text: str, source: SourceText, stale: Callable[[], bool] | None) -> Result:
+    def _worth_publishing(self, source: SourceText) -> bool:
+        """Whether an interim publication is worth its traffic: when the whole-module rules
+        took `EARLY_AFTER_S` or more the last time (before any: when the document has
+        `EARLY_LINES` lines or more), not when the complete result follows within moments."""
+        return self.whole_s >= self.EARLY_AFTER_S if self.whole_s is not None else len(source.line_starts) >= self.EARLY_LINES
+
+    def _abandon_if(self, stale: Callable[[], bool] | None) -> Callable[[], None] | None:
+        """What `ScopedChecker.check` calls before each whole-module rule: `Stale` when a newer
+        version arrived, so the worker takes it up without finishing this one's slow rules."""
+        if stale is None:
+            return None
+
+        def between() -> None:
+            if stale():
+                raise Stale(self.uri)
+
+        return between
+
+    def _interim(self, config: Config, stale: Callable[[], bool] | None, early: Callable[[Result], None]) -> Callable[[Result], None]:
+        """What `ScopedChecker.check` hands the local rules' result to: that result, with the
+        syntax error and the whole-module rules' findings of the last analysis that lie outside
+        the edited lines (moved to their new lines, so they do not blink off and on while
+        someone types), goes to `early`, unless the version is stale (then `Stale` abandons
+        the whole-module rules). Those carried findings are the last version's: the complete
+        result replaces them."""
+        previous = self.result if self.result is not None and self.result_key is not None and self.result_key[2] == config else None
+
+        def interim(local: Result) -> None:
+            if stale is not None and stale():
+                raise Stale(self.uri)
+            self._whole_started = time.perf_counter()
+            if not self._worth_publishing(local.source):
+                return
+            local.syntax_errors = list(self.builder.errors)
+            if previous is not None:
+                old = [d for d in previous.diagnostics if d.code not in LOCAL_RULES]
+                local.diagnostics = sorted([*local.diagnostics, *carried(old, previous.source, local.source)], key=Diagnostic.sort_key)
+            early(local)
+            if stale is not None and stale():
+                raise Stale(self.uri)
+
+        return interim
+
+    def _analyze(
+        self, config: Config, text: str, source: SourceText, stale: Callable[[], bool] | None, early: Callable[[Result], None] | None = None
+    ) -> Result:
         if self.is_cell:
             return cell_result(text, self.path, config)
         if "\r" in text and "\r" in text.replace("\r\n", ""):
@@ -192,7 +246,11 @@ class Document:
             return analyze(text, self.path, config, project=self.project)
         if stale is not None and stale():
             raise Stale(self.uri)
-        result = self.scoped.check(self.builder, model, config, self.path, self.project)
+        interim = self._interim(config, stale, early) if early is not None else None
+        self._whole_started = None
+        result = self.scoped.check(self.builder, model, config, self.path, self.project, interim, self._abandon_if(stale))
+        if self._whole_started is not None:
+            self.whole_s = time.perf_counter() - self._whole_started
         result.syntax_errors = list(self.builder.errors)
         return result
 

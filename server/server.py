@@ -22,6 +22,7 @@ from torch_preflight.core.project import Project
 from torch_preflight.core.source import Span
 
 from torch_preflight import __version__
+from torch_preflight.analyze import Result
 
 from . import convert
 from .documents import Document, Stale, uri_to_path
@@ -139,14 +140,19 @@ class PreflightServer(LanguageServer):
             self.config_ready.set()
 
     # --- diagnostics --------------------------------------------------------------
-    def lsp_diagnostics(self, doc: Document, stale: Callable[[], bool] | None = None) -> list[types.Diagnostic]:
+    def lsp_diagnostics(
+        self, doc: Document, stale: Callable[[], bool] | None = None, early: Callable[[list[types.Diagnostic]], None] | None = None
+    ) -> list[types.Diagnostic]:
+        """The protocol items of the document's analysis. `early`: called on this thread with the
+        items of the interim result (`Document.analysis`), before the whole-module rules run."""
         with doc.busy:  # `doc.converted` is this document's too
-            return self._lsp_diagnostics(doc, stale)
+            interim = (lambda result: early(self._items(doc, result, keep=False))) if early is not None else None
+            return self._items(doc, doc.analysis(self.config_for(doc), stale, interim), keep=True)
 
-    def _lsp_diagnostics(self, doc: Document, stale: Callable[[], bool] | None) -> list[types.Diagnostic]:
-        result = doc.analysis(self.config_for(doc), stale)
+    def _items(self, doc: Document, result: Result, keep: bool) -> list[types.Diagnostic]:
         # A finding an edit elsewhere left alone converts the same way while its lines read the
-        # same (columns count UTF-16 units): reuse the last publication's item.
+        # same (columns count UTF-16 units): reuse the last publication's item (`keep`: this
+        # publication's items are the ones the next one reuses).
         source, encoding = result.source, self.encoding
         converted: dict[int, tuple[Diagnostic, tuple[str, ...], types.Diagnostic]] = {}
         items: list[types.Diagnostic] = []
@@ -156,7 +162,8 @@ class PreflightServer(LanguageServer):
             item = known[2] if known is not None and known[0] is d and known[1] == lines else convert.to_lsp_diagnostic(d, source, doc.uri, encoding)
             converted[id(d)] = (d, lines, item)  # the entry keeps `d` alive: its id stays its own
             items.append(item)
-        doc.converted = converted
+        if keep:
+            doc.converted = converted
         items += [convert.syntax_diagnostic(e.message, e.position, source, encoding) for e in result.syntax_errors[:1]]
         return items
 
@@ -179,20 +186,31 @@ class PreflightServer(LanguageServer):
         if doc is None or doc.version != version:
             return  # closed or stale: a newer change has its own task
         stale = lambda: self.docs.get(uri) is not doc or doc.version != version  # noqa: E731
+        loop = asyncio.get_running_loop()
+
+        def publish(items: list[types.Diagnostic]) -> None:  # on the event loop
+            if not stale():
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
+
+        def early(items: list[types.Diagnostic]) -> None:  # on the worker: the cheap rules' publication, first
+            loop.call_soon_threadsafe(publish, items)
+
         try:
-            items = await asyncio.get_running_loop().run_in_executor(self.executor, self._diagnostics_unless_stale, doc, stale)
+            items = await loop.run_in_executor(self.executor, self._diagnostics_unless_stale, doc, stale, early)
         finally:
             if self.pending.get(uri) is asyncio.current_task():
                 del self.pending[uri]
         if items is not None and not stale():
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
+            publish(items)  # after the interim one, if any: `call_soon_threadsafe` ran it before this task resumed
             await self.settle(doc)
 
-    def _diagnostics_unless_stale(self, doc: Document, stale: Callable[[], bool]) -> list[types.Diagnostic] | None:
+    def _diagnostics_unless_stale(
+        self, doc: Document, stale: Callable[[], bool], early: Callable[[list[types.Diagnostic]], None] | None = None
+    ) -> list[types.Diagnostic] | None:
         if stale():
             return None
         try:
-            return self.lsp_diagnostics(doc, stale)
+            return self.lsp_diagnostics(doc, stale, early)
         except Stale:
             return None
 

@@ -28,16 +28,17 @@ tests/lsp/test_incremental.py checks with hypothesis that the result equals a fr
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
-from torch_preflight.core.incremental import IncrementalBuilder
+from torch_preflight.core.incremental import IncrementalBuilder, Names, settled_members
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
-from torch_preflight.core.project import Project
+from torch_preflight.core.project import Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.core.source import Position, Span
+from torch_preflight.core.source import Position, SourceText, Span
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context
 
@@ -60,6 +61,7 @@ class _Unit:
     reads: frozenset[str]  # every name and attribute it mentions
     is_import: bool
     plain: bool  # defines no function, class or lambda: nothing it exports depends on who reads it
+    grad_switch: bool = False  # calls `set_grad_enabled` outside every function (see `_global`)
 
 
 def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
@@ -102,7 +104,26 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     b, r, p = _names(roots, True)
     binds |= b
     reads |= r
-    return _Unit(text, frozenset(binds), frozenset(reads), all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body), plain and p)
+    is_import = all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+    return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body))
+
+
+def _grad_switch(body: list[ast.stmt]) -> bool:
+    """A `set_grad_enabled` call outside every function and lambda (module or class level): it
+    decides whether the module-level loops after it record graphs. Inside a function it is one
+    of that function's events, which only its own loops, and those reaching it by name, read."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stack.extend((*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)))
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if (isinstance(node, ast.Attribute) and node.attr == "set_grad_enabled") or (isinstance(node, ast.Name) and node.id == "set_grad_enabled"):
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _names(roots: list[ast.AST], top: bool) -> _Names:
@@ -171,14 +192,29 @@ class ScopedChecker:
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
+        self._member_names: dict[int, tuple[object, Names]] = {}  # see `core.incremental.settled_members`
+        self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
 
-    def check(self, builder: IncrementalBuilder, model: ModuleModel, config: Config, path: str, project: Project | None = None) -> Result:
+    def check(
+        self,
+        builder: IncrementalBuilder,
+        model: ModuleModel,
+        config: Config,
+        path: str,
+        project: Project | None = None,
+        early: Callable[[Result], None] | None = None,
+        between: Callable[[], None] | None = None,
+    ) -> Result:
+        """`early`, when given and whole-module rules are enabled, receives the local rules'
+        result before those rules run (the server publishes it first); it may raise to
+        abandon the rest, the local rules' cache kept. `between` is called before each
+        whole-module rule, and may raise likewise (a newer version arrived)."""
         source = model.source
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
         whole = [r for r in rules if r.code not in LOCAL_RULES]
-        previous, previous_training = self._state, self._training
-        self._state = self._training = None
+        previous, previous_training, previous_local = self._state, self._training, self._local_training
+        self._state = self._training = self._local_training = None
         units: list[_Unit] = []
         members: dict[int, tuple[ast.AST, _Names]] = {}
         for (_, code, body), old in zip(builder.units, _reuse(previous, builder), strict=True):
@@ -193,7 +229,9 @@ class ScopedChecker:
         closures = _dirty(previous, units, diff) if previous is not None and diff is not None else None
         moved, dirty = closures if closures is not None else (None, None)
         found: list[list[Diagnostic]] = [[] for _ in units]
-        if dirty is None or len(dirty) * 2 > len(units):
+        if dirty is None or len(dirty) * 2 > len(units) or 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) > lines:
+            # most of the module (by statements or by lines: one large class): the whole model,
+            # whose training model the whole-module rules share, rather than a submodel with its own
             dirty = set(range(len(units)))
             sub = model
         else:
@@ -202,12 +240,17 @@ class ScopedChecker:
         self.rechecked = len(dirty)
         shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
         if whole or sub is model:
-            shapes = self._shape_facts(builder, units, model, config, path) if any(r.code == "TPF501" for r in whole) else ()
-            shared = Context(model, config, _memory(model, config, path) if whole else (), view, shapes)
-            if previous_training is not None and moved is not None and len(moved) < len(units):
-                _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved)
+            shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
+        settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, self._member_names) if diff is not None and moved is not None else None
+        reusable = settled is not None and bool(settled[0])
+        if shared is not None and previous_training is not None and moved is not None and (len(moved) < len(units) or reusable):
+            _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved, settled)
         if dirty and local:
             ctx = shared if sub is model and shared is not None else Context(sub, config, (), view)
+            if ctx is not shared and reusable and previous_local is not None:  # the methods' expansions only: their loops' callers may differ in a submodel
+                _reuse_training(ctx.training, previous_local, builder, set(), (settled[0], frozenset()))  # type: ignore[index]
+            if ctx is not shared:
+                self._local_training = ctx.training
             for rule in local:
                 for diagnostic in rule.check(ctx):
                     index = _owner(starts, diagnostic.span.start.line)
@@ -216,20 +259,22 @@ class ScopedChecker:
         if previous is not None and diff is not None and len(dirty) < len(units):
             _carry(previous, units, diff, dirty, found)
         diagnostics = [d for per in found for d in per]
+        if not view.used:  # findings that read another file are never cached
+            self._state = _State(key, units, starts, lines, found)
+        if shared is not None and early is not None and whole:
+            early(_result(diagnostics, model, builder, path, view))
         if shared is not None:
+            if any(r.code == "TPF501" for r in whole):
+                shared.shapes = self._shape_facts(builder, units, model, config, path)
             for rule in whole:
+                if between is not None:
+                    between()
                 diagnostics.extend(rule.check(shared))
             if "training" in shared.__dict__:
                 self._training = shared.training
-        if view.used:  # findings that read another file are never cached
-            self._training = None
-        else:
-            self._state = _State(key, units, starts, lines, found)
-        diagnostics = certain(diagnostics, model, builder.repaired)
-        suppressions = scan(source)
-        kept = [d for d in diagnostics if not suppressions.suppresses(d)]
-        kept.sort(key=Diagnostic.sort_key)
-        return Result(path, source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
+        if view.used:
+            self._training = self._local_training = self._state = None
+        return _result(diagnostics, model, builder, path, view)
 
     def _shape_facts(self, builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
         """`analyze._shapes`, reused while `_shape_key` is unchanged."""
@@ -242,12 +287,79 @@ class ScopedChecker:
         return found
 
 
-def _reuse_training(training: TrainingModel, previous: TrainingModel, builder: IncrementalBuilder, clean: set[int]) -> None:
+def _result(diagnostics: list[Diagnostic], model: ModuleModel, builder: IncrementalBuilder, path: str, view: ProjectView) -> Result:
+    """The findings outside the regions the error recovery made uncertain, less the suppressed ones, in order."""
+    diagnostics = certain(diagnostics, model, builder.repaired)
+    suppressions = scan(model.source)
+    kept = [d for d in diagnostics if not suppressions.suppresses(d)]
+    kept.sort(key=Diagnostic.sort_key)
+    return Result(path, model.source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
+
+
+def _settled(
+    previous: TrainingModel | None,
+    builder: IncrementalBuilder,
+    model: ModuleModel,
+    units: list[_Unit],
+    diff: _Diff,
+    moved: set[int],
+    names: dict[int, tuple[object, Names]],
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """Per-method units (`core.incremental.settled_members`): when the one statement an edit
+    changed is a top-level class, the qualnames of the functions in it (methods and the
+    functions nested in them) whose training facts the edit cannot have changed, as (settled,
+    with their loops too)."""
+    changed = range(diff.prefix, len(units) - diff.suffix)
+    if previous is None or len(changed) != 1 or previous.model.tree is None:
+        return None
+    body = builder.units[changed[0]][2]
+    if len(body) != 1 or not isinstance(body[0], ast.ClassDef):
+        return None
+    new, old_model = body[0], previous.model
+    old = next((s for s in old_model.tree.body if isinstance(s, ast.ClassDef) and s.name == new.name and s.lineno == new.lineno), None)
+    if old is None:
+        return None
+
+    def by_method(functions: dict[str, object]) -> dict[str, dict[str, object]]:  # the class's functions, by the method holding them
+        groups: dict[str, dict[str, object]] = {}
+        for q, f in functions.items():
+            if q.startswith(new.name + "."):
+                groups.setdefault(q.split(".")[1], {})[q] = f
+        return groups
+
+    now, before = by_method(model.functions), by_method(old_model.functions)
+
+    def same(method: str) -> object | None:
+        mine, old_mine = now.get(method, {}), before.get(method, {})
+        return mine.get(f"{new.name}.{method}") if mine and mine.keys() == old_mine.keys() and all(old_mine[q] is f for q, f in mine.items()) else None
+
+    outside = frozenset().union(*(units[j].binds for j in moved if j != changed[0]))
+    found = settled_members(old, new, same, outside, names)
+    if found is None:
+        return None
+
+    def of(methods: frozenset[str]) -> frozenset[str]:
+        return frozenset(q for method in methods for q in now.get(method, ()))
+
+    return of(found[0]), of(found[1])
+
+
+def _reuse_training(
+    training: TrainingModel,
+    previous: TrainingModel,
+    builder: IncrementalBuilder,
+    clean: set[int],
+    settled: tuple[frozenset[str], frozenset[str]] | None = None,
+) -> None:
     """Seed the training model (and the module's call index) with the previous run's results
     for the functions and loops of clean statements (the same reasoning that lets the local rules' findings there be reused),
-    when the builder reused their very objects."""
+    and for the `settled` functions of an edited class (`_settled`: (functions, functions whose
+    loops too)), when the builder reused their very objects."""
     owned, loops = builder.owned(clean)
     new, old = training.model, previous.model
+    if settled is not None:
+        owned |= settled[0]
+        loops |= {i for i, loop in new.loops.items() if loop.function in settled[1]}
     functions = frozenset(q for q in owned if old.functions.get(q) is new.functions[q])
     new.reuse_calls(old, functions)
     training.reuse(previous, functions, frozenset(i for i in loops if old.loops.get(i) is new.loops[i]))
@@ -335,9 +447,9 @@ def _diff(previous: _State, units: list[_Unit], starts: list[int], lines: int) -
 
 def _global(unit: _Unit) -> bool:
     """An edit to this statement can change the findings of any other: an import, or a
-    `torch.set_grad_enabled(...)` call, which decides whether the statements after it record
-    graphs (TPF005 and friends ask `grad_enabled_at`)."""
-    return unit.is_import or "set_grad_enabled" in unit.text
+    `torch.set_grad_enabled(...)` call at module level, which decides whether the statements
+    after it record graphs (TPF005 and friends ask `grad_enabled_at`)."""
+    return unit.is_import or unit.grad_switch
 
 
 def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int], set[int]] | None:
@@ -417,6 +529,17 @@ def _carry(previous: _State, units: list[_Unit], diff: _Diff, dirty: set[int], f
         if i not in dirty:
             old = previous.found[_old_index(i, diff, len(previous.units), len(units))]
             found[i] = [_shift(d, diff) for d in old] if diff.delta else list(old)
+
+
+def carried(findings: list[Diagnostic], old: SourceText, new: SourceText) -> list[Diagnostic]:
+    """The findings of `old` that lie outside the lines an edit changed, moved to their lines
+    in `new` (the lines are compared: the unchanged start and end of the text)."""
+    a, b = old.text.split("\n"), new.text.split("\n")
+    n = min(len(a), len(b))
+    prefix = next((i for i in range(n) if a[i] != b[i]), n)
+    suffix = next((i for i in range(n - prefix) if a[-1 - i] != b[-1 - i]), n - prefix)
+    diff = _Diff(prefix, suffix, len(a) - suffix, prefix, len(b) - len(a))
+    return [_shift(d, diff) if diff.delta else d for d in findings if _movable([d], diff)]
 
 
 def _move(span: Span, diff: _Diff) -> Span:

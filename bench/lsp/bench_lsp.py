@@ -11,6 +11,9 @@ edits (`(` typed at a line's end and deleted), each keystroke timed to the diagn
 version, inlay hints for the whole file; `ruff server` with the same keystrokes beside it; the
 slowest files listed. `--in-process` replays the same keystrokes through the server's document
 in this process and reports CPU time per keystroke (robust against other jobs on the machine).
+A keystroke's latency is to its version's first publication: the cheap rules' findings (the
+server publishes them before the whole-module rules run); in-process, the complete analysis
+(the second publication) is timed too, in the "complete" columns.
 
 `--imports N` lists the server's N costliest imports (`python -X importtime`, best of three).
 
@@ -132,14 +135,24 @@ async def replay(path: Path, text: str, keys: list[Keystroke], verify: bool = Fa
     doc = server.docs[uri] = Document(uri, text, 1, project=server.project)
     c0, w0 = time.process_time(), time.perf_counter()
     server.lsp_diagnostics(doc)
-    result: dict[str, Any] = {"cold_cpu": time.process_time() - c0, "cold": time.perf_counter() - w0, "latencies": {}, "cpu": {}}
+    result: dict[str, Any] = {"cold_cpu": time.process_time() - c0, "cold": time.perf_counter() - w0, "latencies": {}, "cpu": {}, "complete": {}, "cpu_complete": {}}
     await server.settle(doc)  # the server primes parso after the first diagnostics
+    firsts: list[tuple[float, float]] = []  # the interim publication's CPU and wall clocks
+
+    def early(items: list[Any]) -> None:
+        firsts.append((time.process_time(), time.perf_counter()))
+
     for n, key in enumerate(keys):
+        firsts.clear()
         c, w = time.process_time(), time.perf_counter()
         doc.update([change(key)], n + 2, "utf-16")
-        server.lsp_diagnostics(doc)
-        result["cpu"].setdefault(key[0], []).append(time.process_time() - c)
-        result["latencies"].setdefault(key[0], []).append(time.perf_counter() - w)
+        server.lsp_diagnostics(doc, early=early)
+        done = (time.process_time(), time.perf_counter())
+        first = firsts[0] if firsts else done
+        result["cpu"].setdefault(key[0], []).append(first[0] - c)
+        result["latencies"].setdefault(key[0], []).append(first[1] - w)
+        result["cpu_complete"].setdefault(key[0], []).append(done[0] - c)
+        result["complete"].setdefault(key[0], []).append(done[1] - w)
         if verify:
             got, full = doc.analysis(server.config_for(doc)), analyze(doc.text, doc.path, server.config_for(doc), project=server.project)
             same = [(d.code, d.span, d.message) for d in got.diagnostics] == [(d.code, d.span, d.message) for d in full.diagnostics]
@@ -269,7 +282,10 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{len(rows)} files, {args.pairs} pairs of keystrokes per kind and file, debounce 0 ({unit}); load {os.getloadavg()[0]:.2f}\n")
     head = "| file | lines | cold start | valid p50 / p95 | broken p50 / p95 | inlay hints |"
     sep = "|---|---|---|---|---|---|"
-    if not cpu:
+    if cpu:
+        head += " complete: valid p50 / p95 | broken p50 / p95 |"
+        sep += "---|---|"
+    else:
         head += " ruff valid p95 / broken p95 / cold |"
         sep += "---|"
     print(head)
@@ -284,10 +300,15 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             p50, p95 = stats(o[key].get(kind))
             cells.append(f"{ms(p50)} / {ms(p95)}")
         cells.append(ms(o.get("hints_cpu", o.get("hints"))))
-        if not cpu:
+        if cpu:
+            for kind in KINDS:
+                pooled["complete " + kind] = pooled.get("complete " + kind, []) + o["cpu_complete"].get(kind, [])
+                p50, p95 = stats(o["cpu_complete"].get(kind))
+                cells.append(f"{ms(p50)} / {ms(p95)}")
+        else:
             cells.append(" / ".join([*(ms(stats(r["latencies"].get(k))[1]) for k in KINDS), ms(r["cold"])]) if r else "n/a")
         print("| " + " | ".join(cells) + " |")
-    for kind in KINDS:
+    for kind in pooled:
         p50, p95 = stats(pooled[kind])
         print(f"\npooled {kind} keystrokes: p50 {ms(p50)} ms, p95 {ms(p95)} ms ({len(pooled[kind])} keystrokes)")
     colds = [row["ours"].get("cold_cpu", row["ours"]["cold"]) for row in rows]

@@ -440,6 +440,7 @@ OTHER = next(p for p in SCOPED_PASTES if p.startswith("\nclass Other"))
 @given(st.lists(scoped_edit, min_size=1, max_size=8), st.sampled_from([(), ("ALL",)]), st.booleans())
 @example(edits=[(0.0, 0.0, OTHER), (0.0, 0.0, OTHER)], select=(), primed=False)  # a class defined twice: the later one wins
 @example(edits=[(0.0, 1.0, "torch.set_grad_enabled(False)\n"), (1.0, 0.359375, "    optimizer.zero_grad()\n"), (0.0, 0.0, "\U0001F600")], select=(), primed=False)
+@example(edits=[(1.0, 0.5, "\ndef helper(model, data):\n    for d in data:\n        model(d)\n"), (1.0, 0.19191274342114167, "\x00")], select=(), primed=False)  # parso read a NUL otherwise than the repair
 def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...], primed: bool) -> None:
     doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
     config = Config(select=select)
@@ -543,6 +544,35 @@ def test_an_edit_reuses_the_training_model_of_the_functions_it_cannot_affect() -
     edit("out.sum().backward()", "1 and ", 2)  # inside train_direct()
     third = loops()
     assert third["train"] is second["train"] and third["train_direct"] is not second["train_direct"]
+    doc.close()
+
+
+def test_an_edit_inside_one_method_reuses_the_training_facts_of_the_methods_it_cannot_affect() -> None:
+    # Per-method units (core.incremental.settled_members): an edit inside `save` leaves the
+    # loops of the other methods classified as before; one inside `epoch` reclassifies the loop
+    # of `fit`, which calls it, and leaves `validate`'s alone. Each result equals a fresh analysis.
+    doc = Document("file:///tmp/prop/trainer.py", TRAINER, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+
+    def loops() -> dict[str, object]:  # function -> its classified loop, from the whole-module rules' model
+        training = doc.scoped._training
+        assert training is not None
+        return {t.loop.function: t for t in training.training_loops}
+
+    def edit(anchor: str, text: str, version: int) -> None:
+        pos = to_utf16(doc.text, doc.text.index(anchor))
+        doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)], version, convert.UTF16)
+        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
+
+    first = loops()
+    assert "Trainer.epoch" in first
+    edit("torch.save(", "1 and ", 1)
+    second = loops()
+    assert second["Trainer.epoch"] is first["Trainer.epoch"]
+    edit("self.optimizer.step()", "1 and ", 2)
+    third = loops()
+    assert third["Trainer.epoch"] is not second["Trainer.epoch"]
     doc.close()
 
 

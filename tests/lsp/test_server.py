@@ -158,6 +158,28 @@ async def test_diagnostics_after_open_and_incremental_edit(client: LanguageClien
 
 
 @pytest.mark.asyncio
+async def test_a_large_file_gets_the_cheap_rules_first_then_the_complete_diagnostics_of_the_same_version(client: LanguageClient) -> None:
+    # 600 lines: the first analysis of a document this size publishes the local rules' findings
+    # (TPF001) before the whole-module rules run (TPF007), both as version 1.
+    published: list[types.PublishDiagnosticsParams] = []
+    features = client.protocol.fm.features
+    original = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = lambda params: published.append(params) or original(params)
+    text = TRAIN + "".join(f"\n\ndef helper_{i}(x):\n    return x + {i}\n" for i in range(150))
+    await start(client, text=text)
+    for _ in range(500):
+        await asyncio.sleep(0.02)
+        if len(published) == 2:
+            break
+    assert [p.version for p in published] == [1, 1]
+    first, second = (sorted((str(d.code), d.range.start.line) for d in p.diagnostics) for p in published)
+    assert first == [("TPF001", 12)]
+    assert second == [("TPF001", 12), ("TPF007", 21)]
+    full = analyze(text, "/tmp/tp_lsp_test/train.py")
+    assert second == sorted((d.code, d.span.start.line) for d in full.diagnostics)
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("resolve", [False, True])
 async def test_quick_fixes_apply(client: LanguageClient, resolve: bool) -> None:
     track_versions(client)

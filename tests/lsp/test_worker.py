@@ -86,3 +86,118 @@ def test_the_analysis_runs_on_the_worker_and_a_newer_change_suppresses_the_stale
     assert doc.primed  # parso got the text after the first publication
     full = analyze(doc.text, doc.path, Config())
     assert len(server.published[0].diagnostics) == len(full.diagnostics) + len(full.syntax_errors[:1])
+
+
+# TPF001 (no zero_grad: a local rule) and TPF007 (an eval loop without no_grad: a whole-module
+# rule) in one file: the first is in the interim publication, the second only in the complete one.
+STAGED = TEXT + """
+
+def evaluate(model, loader):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += model(x).sum().item()
+    return total
+"""
+
+
+def test_the_cheap_rules_are_published_first_and_the_second_publication_completes_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Document, "EARLY_LINES", 0)  # publish the interim result of this small file
+    monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
+
+    async def scenario() -> Server:
+        server = Server()
+        server.docs[URI] = Document(URI, STAGED, 1, project=server.project)
+        await server._publish_later(URI, 1)
+        type_at_end(server.docs[URI], "\n\nx = 1\n", 2)  # moves nothing: TPF007's finding is carried into version 2's interim
+        await server._publish_later(URI, 2)
+        server.executor.shutdown()
+        return server
+
+    server = asyncio.run(scenario())
+    assert [p.version for p in server.published] == [1, 1, 2, 2]
+    codes = [sorted(str(d.code) for d in p.diagnostics) for p in server.published]
+    assert codes[0] == ["TPF001"]  # the local rules' findings: no earlier version to carry the others from
+    assert codes[1] == codes[2] == codes[3] == ["TPF001", "TPF007"]  # version 2's interim carries version 1's TPF007
+    doc = server.docs[URI]
+    full = analyze(doc.text, doc.path, Config())
+    assert [(d.code, d.range.start.line) for d in server.published[3].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
+
+
+def test_a_newer_edit_abandons_the_whole_module_rules_of_the_older_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch_preflight import scoped
+
+    monkeypatch.setattr(Document, "EARLY_LINES", 0)
+    monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
+    results: list[int] = []  # `scoped._result` runs once for the interim result, once for the complete one
+    result = scoped._result
+    monkeypatch.setattr(scoped, "_result", lambda *args: results.append(args[0] is not None) or result(*args))
+
+    async def scenario() -> Server:
+        server = Server()
+        doc = server.docs[URI] = Document(URI, STAGED, 1, project=server.project)
+        await server._publish_later(URI, 1)
+        results.clear()
+        type_at_end(doc, "x = 1\n", 2)
+        interim = doc._interim
+
+        def typing_on(config: Config, stale: Any, early: Any) -> Any:  # the user types while version 2's local rules run
+            def hook(local: Any) -> None:
+                type_at_end(doc, "y = 2\n", 3)
+                interim(config, stale, early)(local)
+
+            return hook
+
+        doc._interim = typing_on  # type: ignore[method-assign]
+        await server._publish_later(URI, 2)
+        assert len(results) == 1  # version 2's local rules ran; its whole-module rules did not
+        doc._interim = interim  # type: ignore[method-assign]
+        await server._publish_later(URI, 3)
+        server.executor.shutdown()
+        return server
+
+    server = asyncio.run(scenario())
+    assert [p.version for p in server.published] == [1, 1, 3, 3]  # nothing of version 2 was published
+    doc = server.docs[URI]
+    full = analyze(doc.text, doc.path, Config())
+    assert [(d.code, d.range.start.line) for d in server.published[-1].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
+
+
+def test_a_newer_edit_during_the_whole_module_rules_abandons_the_rest_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Document, "EARLY_LINES", 0)
+    monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
+    asked: list[int] = []  # the version current at each check before a whole-module rule
+
+    async def scenario() -> Server:
+        server = Server()
+        doc = server.docs[URI] = Document(URI, STAGED, 1, project=server.project)
+        abandon_if = doc._abandon_if
+
+        def typing_on(stale: Any) -> Any:  # the user types while version 2's first whole-module rule runs
+            between = abandon_if(stale)
+
+            def check() -> None:
+                asked.append(doc.version or 0)
+                if asked.count(2) == 2:  # version 2's second whole-module rule
+                    type_at_end(doc, "y = 2\n", 3)
+                between()
+
+            return check
+
+        doc._abandon_if = typing_on  # type: ignore[method-assign]
+        await server._publish_later(URI, 1)
+        count = len(asked)
+        type_at_end(doc, "x = 1\n", 2)
+        await server._publish_later(URI, 2)
+        assert len(asked) == count + 2  # version 2: the second whole-module rule was not run
+        await server._publish_later(URI, 3)
+        server.executor.shutdown()
+        return server
+
+    server = asyncio.run(scenario())
+    versions = [p.version for p in server.published]
+    assert versions[:2] == [1, 1] and versions[-2:] == [3, 3]
+    assert versions.count(2) <= 1  # version 2's interim, when the event loop sent it before version 3 arrived; never its complete result
+    doc = server.docs[URI]
+    full = analyze(doc.text, doc.path, Config())
+    assert [(d.code, d.range.start.line) for d in server.published[-1].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
