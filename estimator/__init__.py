@@ -100,7 +100,7 @@ def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, b
                project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
                      force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
-                     max_steps=ESTIMATE_STEPS)
+                     max_steps=ESTIMATE_STEPS, supplied=options.values)
     it.run()
     return it
 

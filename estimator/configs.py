@@ -294,3 +294,42 @@ def hydra_config(config_path: Any, config_name: Any, base_dir: str, argv: list[s
         except (TypeError, KeyError):
             return unknown
     return config_value(data, os.path.join(config_path or "", name))
+
+
+def parse_supplied(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` (`estimate --set`, `set = {NAME = VALUE}` in [tool.torch-preflight]) -> (NAME, VALUE's source).
+    NAME is a variable or attribute name the script assigns (`ntokens`, `vocab_size`, `self.train`)."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not all(part.isidentifier() for part in name.split(".")) or not value.strip():
+        raise ValueError(f"cannot read {text!r}: use NAME=VALUE, e.g. ntokens=33278")
+    return name, value.strip()
+
+
+def supplied_value(text: str) -> Any:
+    """A supplied VALUE: a Python literal (33278, 0.1, True, (3, 224, 224), 'gpt2'), else an expression for the
+    interpreter to read (an `ast.expr`: `torch.empty(2088628, dtype=torch.long)` for a tensor of that shape), else the
+    text itself as a string (`model_type=gpt2`)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        expr = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return text
+    return expr if isinstance(expr, (ast.Call, ast.BinOp)) else text
+
+
+def saved_file(saved: dict[str, Any], save: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`torch.save(obj, f)` records `obj` under f's path (a path, or a file the script opened); `torch.load(f)` of
+    a path the script saved returns that object (a model saved whole and loaded back to be evaluated), and
+    anything else it loads is not known (a file of the user's, read at run time)."""
+    target = args[1] if save and len(args) > 1 else kwargs.get("f") if save else args[0] if args else kwargs.get("f")
+    path = target.attrs.get("path") if isinstance(target, Obj) and target.type == "file" else target
+    if not isinstance(path, str):
+        return None if save else Unknown("torch.load of a file read at run time")
+    if save:
+        saved[os.path.normpath(path)] = args[0] if args else kwargs.get("obj")
+        return None
+    return saved.get(os.path.normpath(path), Unknown(f"torch.load({path!r}): a file read at run time"))

@@ -57,9 +57,13 @@ class Interpreter(Statements, Calls, TensorSemantics):
 
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
-                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS) -> None:
+                 project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS,
+                 supplied: tuple[tuple[str, str], ...] = ()) -> None:
         self.model = model
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
+        # values the user supplies for what the script assigns (`estimate --set ntokens=33278`): name -> VALUE's source
+        self.supplied = dict(supplied)
+        self.saved_files: dict[str, Any] = {}  # what the script saved with torch.save, by path
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
         self.user_values: dict[tuple[str, str], Any] = {}
@@ -112,7 +116,11 @@ class Interpreter(Statements, Calls, TensorSemantics):
         scope: Scope | None = self.scope
         while scope is not None:
             for value in scope.vars.values():
-                for t in value if isinstance(value, (tuple, list)) and len(value) <= 64 else (value,):
+                # a tensor in a variable, a short list or tuple of them, or an attribute of an object the script holds
+                # (`corpus.train`)
+                kept = (value if isinstance(value, (tuple, list)) and len(value) <= 64
+                        else [*value.attrs.values(), value] if isinstance(value, Obj) and len(value.attrs) <= 64 else (value,))
+                for t in kept:
                     if not isinstance(t, Tensor) or t.storage is None or t.storage is loss.storage:
                         continue
                     if t.storage.id in produced:

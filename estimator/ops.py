@@ -212,6 +212,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Transform(exact=short in SHAPE_KEEPING_TRANSFORMS)
     if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
         return checkpoint(it, args, kwargs, node)
+    if name in ("torch.save", "torch.load"):  # a file the script itself saved loads back as what it saved
+        return configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
         out = torch_function(it, short, name, args, kwargs, node)
         if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:
@@ -462,6 +464,8 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
             it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
             it.zero_grad_after_forward = it.recorder is not None
         return mod
+    if name == "flatten_parameters":  # an RNN's weights made one contiguous chunk again, in place
+        return None
     if name in ("half", "bfloat16", "float", "double"):
         mod.set_dtype({"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}[name])
         return mod

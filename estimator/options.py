@@ -53,6 +53,9 @@ class EstimateOptions:
     remedies: bool = True
     n_gpus: int = 8  # for the ZeRO/FSDP remedies
     argv: tuple[str, ...] | None = None  # the script's own command-line arguments (`estimate train.py -- --batch-size 64`)
+    # values the user supplies for what the script assigns and cannot be read statically (`--set ntokens=33278`):
+    # (NAME, VALUE's source), see estimator.configs.supplied_value
+    values: tuple[tuple[str, str], ...] = ()
 
     @property
     def budget(self) -> int | None:
