@@ -205,7 +205,11 @@ class Statements:
             text = configs.read_text(value.attrs["path"], os.path.dirname(self.model.path), value.attrs.get("mode", "r"))
             lines = text.splitlines(keepends=True) if isinstance(text, str) else None
             if lines is not None and len(lines) <= FILE_LINES:
-                return lines  # a longer one (a corpus read word by word) would take the whole work budget: unknown
+                return lines
+            if lines is not None:  # a longer one (a corpus read word by word) would take the whole work budget: unknown
+                self.problem(f"`{value.attrs['path']}` is read line by line at run time ({len(lines):,} lines, more than the "
+                             f"estimate reads); supply what the script computes from it with --set NAME=VALUE", node)
+                return None
         if isinstance(value, Obj) and value.type == "parameters":
             return [p for _, p in value.attrs["module"].named_parameters()]
         if isinstance(value, Tensor):
