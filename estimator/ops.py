@@ -172,7 +172,9 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
     if name == "torch.utils.data.TensorDataset":
         sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
-        return Dataset(sample, "TensorDataset", guessed=it.guessing > 0 or len(sample) != len(args))
+        # a tensor whose shape was guessed (torch.from_numpy of an array that is not known) gives a guessed sample
+        guessed = it.guessing > 0 or len(sample) != len(args) or any(t.guessed for t in args if isinstance(t, Tensor))
+        return Dataset(sample, "TensorDataset", guessed=guessed)
     if name.startswith("torchvision.datasets."):
         shape, classes = DATASETS.get(short, ((3, 224, 224), 1000))
         tf = kwargs.get("transform")
