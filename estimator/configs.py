@@ -9,6 +9,7 @@ is `argv`; without it, every option has its default, as when the script runs wit
 from __future__ import annotations
 
 import ast
+import json
 import os.path
 import re
 from dataclasses import dataclass, field
@@ -333,3 +334,45 @@ def saved_file(saved: dict[str, Any], save: bool, args: list[Any], kwargs: dict[
         saved[os.path.normpath(path)] = args[0] if args else kwargs.get("obj")
         return None
     return saved.get(os.path.normpath(path), Unknown(f"torch.load({path!r}): a file read at run time"))
+
+
+def deepspeed_config(value: Any, base_dir: str) -> Any:
+    """A DeepSpeed configuration as `deepspeed.initialize(config=...)` takes it: a dict, or the path of its JSON file in
+    the project (`--deepspeed_config ds_config.json`); Unknown (with the reason) when it cannot be read."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str):
+        return Unknown("the DeepSpeed config")
+    text = read_text(value, base_dir)
+    if not isinstance(text, str):
+        return Unknown(f"the DeepSpeed config {value!r} (not a file of the project)")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return Unknown(f"the DeepSpeed config {value!r} (not JSON)")
+    return data if isinstance(data, dict) else Unknown(f"the DeepSpeed config {value!r}")
+
+
+def deepspeed_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """What of a DeepSpeed config decides a step's memory: the ZeRO stage, the micro-batch per GPU, the precision (bf16 /
+    fp16 train in 16-bit with float32 master weights), gradient accumulation and the optimizer's type. A value that is
+    `"auto"` (filled in by the Hugging Face integration) or of another type is Unknown."""
+    def enabled(key: str) -> Any:
+        section = config.get(key, {})
+        value = section.get("enabled", False) if isinstance(section, dict) else Unknown(f"DeepSpeed `{key}`")
+        return value if isinstance(value, bool) else Unknown(f"DeepSpeed `{key}.enabled`")
+
+    def integer(value: Any, key: str) -> Any:
+        return value if isinstance(value, int) and not isinstance(value, bool) else Unknown(f"DeepSpeed `{key}` = {value!r}")
+
+    zero = config.get("zero_optimization", {})
+    optimizer = config.get("optimizer")
+    kind = optimizer.get("type") if isinstance(optimizer, dict) else None
+    return {
+        "stage": integer(zero.get("stage", 0), "zero_optimization.stage") if isinstance(zero, dict) else Unknown("zero_optimization"),
+        "micro_batch": integer(config["train_micro_batch_size_per_gpu"], "train_micro_batch_size_per_gpu")
+        if "train_micro_batch_size_per_gpu" in config else None,
+        "accumulation": integer(config.get("gradient_accumulation_steps", 1), "gradient_accumulation_steps"),
+        "bf16": enabled("bf16"), "fp16": enabled("fp16"),
+        "optimizer": kind if isinstance(kind, str) or kind is None else Unknown("DeepSpeed `optimizer.type`"),
+    }

@@ -64,6 +64,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         # values the user supplies for what the script assigns (`estimate --set ntokens=33278`): name -> VALUE's source
         self.supplied = dict(supplied)
         self.saved_files: dict[str, Any] = {}  # what the script saved with torch.save, by path
+        self.deepspeed: dict[str, Any] | None = None  # deepspeed.initialize's settings (ZeRO stage), once called
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
         self.user_values: dict[tuple[str, str], Any] = {}

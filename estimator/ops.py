@@ -15,6 +15,8 @@ from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
     container_method,
+    deepspeed_initialize,
+    engine_method,
     hf_train,
     lightning_fit,
     make_optimizer,
@@ -214,6 +216,12 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Transform(exact=short in SHAPE_KEEPING_TRANSFORMS)
     if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
         return checkpoint(it, args, kwargs, node)
+    if name == "deepspeed.initialize":
+        return deepspeed_initialize(it, args, kwargs, node)
+    if name == "deepspeed.add_config_arguments" and args and isinstance(args[0], configs.Parser):
+        configs.add_argument(args[0], ["--deepspeed"], {"action": "store_true"})
+        configs.add_argument(args[0], ["--deepspeed_config"], {"default": None})
+        return args[0]
     if name in ("torch.save", "torch.load"):  # a file the script itself saved loads back as what it saved
         return configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
@@ -466,6 +474,8 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
             it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
             it.zero_grad_after_forward = it.recorder is not None
         return mod
+    if name in ("backward", "step") and it.deepspeed is not None:  # a DeepSpeed engine (estimator.construct)
+        return engine_method(it, mod, name, args, node)
     if name == "flatten_parameters":  # an RNN's weights made one contiguous chunk again, in place
         return None
     if name in ("half", "bfloat16", "float", "double"):

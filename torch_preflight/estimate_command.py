@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", help=f"budget from a GPU name: {', '.join(sorted(GPUS))}")
     parser.add_argument("--gpu-memory", help="budget as a size, e.g. 24GiB")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="backend semantics to model (default cuda)")
+    parser.add_argument("--gpus", type=int, metavar="N", help="the GPUs the job runs on: what DeepSpeed's ZeRO shards across")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="values",
                         help="a value the script computes at run time, e.g. --set ntokens=33278 (repeatable; see below)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -93,7 +94,7 @@ def options_from_args(args: argparse.Namespace) -> EstimateOptions:
         model=args.model, batch_size=args.batch_size or config.batch_size, input_shape=shape,
         dtype=DTYPES.get(dtype, dtype) if dtype else None, optimizer=args.optimizer, device=args.device,
         budget_bytes=budget, gpu=gpu, argv=tuple(args.script_args) if getattr(args, "script_args", None) else None,
-        values=tuple(values.items()),
+        values=tuple(values.items()), world_size=getattr(args, "gpus", None),
     )
 
 
