@@ -116,7 +116,13 @@ def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
     if not it.zero_grad_set_to_none:
         it.assume(f"gradient_accumulation_steps={accumulate}: gradients stay allocated between micro-batches", line)
     if settings.get("gradient_checkpointing") is not None and settings.get("gradient_checkpointing") is not False:
-        it.problem("TrainingArguments gradient_checkpointing=True (the model's checkpointed blocks) is not modelled", node)
+        # the Trainer calls model.gradient_checkpointing_enable(): a model that has it (a Hugging Face model) checkpoints
+        enable = it.getattr(model, "gradient_checkpointing_enable", node or ast.Pass())
+        if settings.get("gradient_checkpointing") is True and not is_unknown(enable):
+            it.call(enable, [], {}, node)
+            it.assume("gradient_checkpointing=True: model.gradient_checkpointing_enable()", line)
+        else:
+            it.problem("TrainingArguments gradient_checkpointing=True (the model's checkpointed blocks) is not modelled", node)
     batch = settings.get("per_device_train_batch_size", 8)
     it.problem(f"Trainer.train: the batches of {batch if isinstance(batch, int) else '?'} it collates from the training "
                "dataset into the model's keyword arguments are not modelled", node)

@@ -154,3 +154,44 @@ def test_a_model_the_script_saved_loads_back_as_that_model() -> None:
     other = textwrap.dedent(src).replace("torch.load(f)", "torch.load('other.pt')")
     (unknown,) = estimate_source(other, "train.py", EstimateOptions(device="cpu"))
     assert not unknown.complete  # a file the script did not save is read at run time
+
+
+HF_CHECKPOINTING = """\
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+config = AutoConfig.from_pretrained("gpt2", n_layer=4)
+model = AutoModelForCausalLM.from_config(config)
+ENABLE
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+for _ in range(2):
+    x = torch.randint(0, 50257, (4, 256))
+    out = model(input_ids=x, labels=x)
+    out.loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_hugging_face_gradient_checkpointing_keeps_only_block_inputs() -> None:
+    def run(enable: str) -> MemoryReport:
+        (report,) = estimate_source(HF_CHECKPOINTING.replace("ENABLE", enable), "train.py", EstimateOptions(device="cpu"))
+        assert report.complete, report.unknowns
+        return report
+
+    plain, checkpointed = run(""), run("model.gradient_checkpointing_enable()")
+    assert checkpointed.breakdown["parameters"] == plain.breakdown["parameters"]
+    # 4 blocks of 4 x 256 x 768: each keeps its input; the rest is recomputed block by block in backward
+    assert checkpointed.peak_bytes < plain.peak_bytes - 4 * 256 * 768 * 4 * 4 * 8
+
+
+def test_training_arguments_gradient_checkpointing_enables_it_on_a_hugging_face_model() -> None:
+    src = """\
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+    model = AutoModelForCausalLM.from_pretrained("distilgpt2")
+    args = TrainingArguments("out", per_device_train_batch_size=4, gradient_checkpointing=True)
+    Trainer(model=model, args=args, train_dataset=None).train()
+    """
+    (report,) = estimate_source(textwrap.dedent(src), "train.py", EstimateOptions(device="cpu"))
+    assert any(a.text.startswith("gradient_checkpointing=True: model.gradient_checkpointing_enable()") for a in report.assumptions)
+    assert not any("gradient_checkpointing" in u.text for u in report.unknowns), report.unknowns
