@@ -7,7 +7,7 @@ import ast
 import os
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog
+from torch_preflight.estimator import catalog, hf_data
 from torch_preflight.estimator.tensors import backward
 from torch_preflight.estimator.values import (
     UNKNOWN,
@@ -18,6 +18,7 @@ from torch_preflight.estimator.values import (
     Optimizer,
     Qualified,
     Tensor,
+    Unknown,
     is_unknown,
 )
 
@@ -123,9 +124,29 @@ def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
             it.assume("gradient_checkpointing=True: model.gradient_checkpointing_enable()", line)
         else:
             it.problem("TrainingArguments gradient_checkpointing=True (the model's checkpointed blocks) is not modelled", node)
-    batch = settings.get("per_device_train_batch_size", 8)
-    it.problem(f"Trainer.train: the batches of {batch if isinstance(batch, int) else '?'} it collates from the training "
-               "dataset into the model's keyword arguments are not modelled", node)
+    size = settings.get("per_device_train_batch_size", 8)
+    if it.batch_override:
+        size = it.batch_override
+    batch = hf_data.trainer_batch(trainer.attrs.get("train_dataset"), trainer.attrs.get("data_collator"), size) \
+        if isinstance(size, int) else Unknown("per_device_train_batch_size")
+    if isinstance(batch, Unknown):
+        it.problem(f"Trainer.train: the batches of {size if isinstance(size, int) else '?'} it collates from the training "
+                   f"dataset ({batch.reason}) are not known", node)
+        return None
+    it.batch_sizes.append((size, line))
+    it.assume(f"batch_size={size}, rows of {next(iter(batch.values())).shape[1]} tokens: {', '.join(batch)}", line)
+    saved = it.grad_enabled
+    it.grad_enabled = True
+    try:
+        out = it.call(model, [], dict(batch), node)
+        loss = out.get("loss") if isinstance(out, dict) else it.getattr(out, "loss", node or ast.Pass()) if isinstance(out, Obj) \
+            else out[0] if isinstance(out, tuple) and out else out
+        if isinstance(loss, Tensor):
+            backward(it, loss, node)
+        else:
+            it.problem("Trainer.train: the model's loss is not a known tensor", node)
+    finally:
+        it.grad_enabled = saved
     return None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.estimator import catalog, configs
+from torch_preflight.estimator import catalog, configs, hf_data
 from torch_preflight.estimator.interp_calls import Calls
 from torch_preflight.estimator.interp_stmts import Statements
 from torch_preflight.estimator.interp_tensors import TensorSemantics
@@ -373,6 +373,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
         if isinstance(value, Tensor):
             return self.tensor_index(value, slice_node, scope)
         key = self.eval(slice_node, scope)
+        if isinstance(value, Obj) and value.type == "hf_dataset":  # a split of a Hugging Face dataset: dataset["train"]
+            return value
         if isinstance(value, Obj) and value.type == "config" and isinstance(key, str):  # a YAML config: cfg["model"]
             return value.attrs.get(key, Unknown(f"config value `{key}`"))
         if isinstance(value, Module):
@@ -566,6 +568,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
             return ops.call_qualified(self, func.name, args, kwargs, node, line, col)
         if isinstance(func, MethodRef):
             return ops.call_method(self, func.obj, func.name, args, kwargs, node)
+        if isinstance(func, Obj) and func.type == "tokenizer":  # tokenizer(texts, max_length=..., padding=...)
+            return hf_data.tokenizer_call(kwargs)
         if is_unknown(func):
             if any(isinstance(a, Tensor) for a in args):
                 self.problem(f"call of unknown `{ast.unparse(node.func)[:40] if isinstance(node, ast.Call) else '?'}` on a tensor", node)

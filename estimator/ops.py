@@ -10,7 +10,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, reshape
+from torch_preflight.estimator import catalog, configs, hf_data, reshape
 from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
@@ -216,6 +216,12 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Transform(exact=short in SHAPE_KEEPING_TRANSFORMS)
     if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
         return checkpoint(it, args, kwargs, node)
+    if name.startswith("transformers.") and name.endswith(".from_pretrained") and "Tokenizer" in name:
+        return Obj("tokenizer", {"name": args[0] if args else None})
+    if name == "datasets.load_dataset":
+        return Obj("hf_dataset", {"columns": Unknown("the rows of the dataset (map them with a tokenizer)")})
+    if name in ("transformers.DataCollatorForLanguageModeling", "transformers.data.data_collator.DataCollatorForLanguageModeling"):
+        return Obj("lm_collator", {"mlm": kwargs.get("mlm", True)})
     if name == "deepspeed.initialize":
         return deepspeed_initialize(it, args, kwargs, node)
     if name == "deepspeed.add_config_arguments" and args and isinstance(args[0], configs.Parser):
@@ -439,6 +445,13 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return args[0] if name == "scale" and args else None
     if isinstance(obj, str):
         return configs.str_method(obj, name, args, kwargs)
+    if isinstance(obj, Obj) and obj.type == "hf_dataset" and (name == "map" or name in hf_data.DATASET_SAME):
+        if name != "map":
+            return obj
+        fn = args[0] if args else kwargs.get("function")
+        return hf_data.dataset_map(it.call(fn, [Obj("hf_rows")], {}, node), obj)
+    if isinstance(obj, Obj) and obj.type == "token_rows" and name == "copy":
+        return obj
     if isinstance(obj, Obj) and obj.type == "HFTrainer" and name == "train":
         return hf_train(it, obj, node)
     if isinstance(obj, Obj) and obj.type == "Trainer" and name == "fit" and args and isinstance(args[0], Module):
