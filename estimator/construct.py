@@ -375,7 +375,7 @@ def deepspeed_initialize(it: Interpreter, args: list[Any], kwargs: dict[str, Any
         it.problem(f"{data.reason} is not known", node)
         return (model, UNKNOWN, UNKNOWN, UNKNOWN)
     settings = configs.deepspeed_settings(data)
-    for key, value in settings.items():
+    for value in settings.values():
         if is_unknown(value):
             it.problem(f"{value.reason} is not known", node)
     stage, micro, accumulate = settings["stage"], settings["micro_batch"], settings["accumulation"]
