@@ -105,8 +105,10 @@ def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
         opt = Optimizer(model=model, line=line, **spec)
         opt.weight_decay = settings.get("weight_decay", 0.0) not in (0, 0.0)  # type: ignore[attr-defined]
         it.optimizers.append(opt)
+    if settings.get("deepspeed") is not None:  # TrainingArguments(deepspeed="ds_config.json"): DeepSpeed runs the step
+        hf_deepspeed(it, model, settings, node)
     for key in ("bf16", "fp16"):
-        if settings.get(key) is True and not it.force_autocast:
+        if settings.get(key) is True and not it.force_autocast and settings.get("deepspeed") is None:
             it.autocast = "bfloat16" if key == "bf16" else "float16"
             it.assume(f"{key}=True: autocast {it.autocast}", line)
         elif is_unknown(settings.get(key)):
@@ -148,6 +150,27 @@ def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
     finally:
         it.grad_enabled = saved
     return None
+
+
+def hf_deepspeed(it: Interpreter, model: Module, settings: dict[str, Any], node: ast.AST | None) -> None:
+    """The Trainer under DeepSpeed (`TrainingArguments(deepspeed=config)`): the config's ZeRO stage, and 16-bit training
+    with float32 master weights for bf16 / fp16 (of the arguments: the integration fills the config's "auto" from them)."""
+    from torch_preflight.estimator import configs
+
+    data = configs.deepspeed_config(settings["deepspeed"], os.path.dirname(it.model.path))
+    stage = configs.deepspeed_settings(data)["stage"] if isinstance(data, dict) else data
+    if is_unknown(stage):
+        it.problem(f"{stage.reason} is not known", node)
+        return
+    line = getattr(node, "lineno", 1) - 1
+    it.deepspeed = {"stage": stage, "line": line}
+    it.assume(f"DeepSpeed ZeRO stage {stage}", line)
+    sixteen = "bfloat16" if settings.get("bf16") is True else "float16" if settings.get("fp16") is True else None
+    if sixteen:
+        model.set_dtype(sixteen)
+        for opt in it.optimizers:
+            opt.master_weights = True  # type: ignore[attr-defined]
+        it.assume(f"DeepSpeed {sixteen}: parameters and gradients in {sixteen}, float32 master weights and optimizer state", line)
 
 
 LIST_METHODS = {"append", "insert", "pop", "remove", "clear", "reverse", "index", "count", "copy"}

@@ -91,3 +91,21 @@ def test_what_the_config_does_not_say_is_unknown_by_name(tmp_path: Path) -> None
     settings = configs.deepspeed_settings({"fp16": {"enabled": True}, "zero_optimization": {"stage": 3}})
     assert settings["stage"] == 3 and settings["fp16"] is True and settings["bf16"] is False and settings["micro_batch"] is None
     assert configs.deepspeed_config("missing.json", str(tmp_path)).reason.startswith("the DeepSpeed config 'missing.json'")
+
+
+def test_the_hugging_face_trainer_under_deepspeed(tmp_path: Path) -> None:
+    src = """\
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+model = AutoModelForCausalLM.from_pretrained("distilgpt2")
+args = TrainingArguments("out", per_device_train_batch_size=4, bf16=True, deepspeed="ds_config.json")
+Trainer(model=model, args=args, train_dataset=None).train()
+"""
+    script = tmp_path / "train.py"
+    script.write_text(src)
+    shutil.copy(CONFIG, tmp_path / "ds_config.json")
+    (sharded,) = estimate_source(src, str(script), EstimateOptions(world_size=4))
+    (single,) = estimate_source(src, str(script), EstimateOptions(world_size=1))
+    texts = [a.text for a in sharded.assumptions]
+    assert any(t.startswith("DeepSpeed ZeRO stage 2") for t in texts) and not any("autocast" in t for t in texts), texts
+    assert sharded.breakdown["optimizer_state"] * 4 == pytest.approx(single.breakdown["optimizer_state"], rel=0.001)
+    assert single.breakdown["optimizer_state"] == pytest.approx(3 * single.breakdown["parameters"] * 2, rel=0.01)

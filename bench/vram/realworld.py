@@ -5,9 +5,12 @@ For each case it materialises the repository's files at the pinned commit from t
 writes the synthetic data the case's setup names, then
 - measures the CPU peak of the script's first two optimizer steps with the torch venv (`--torch`, default .venv):
   torch_preflight.measure.runtime.measure_script, the profiler's memory events replayed into a running peak;
-- estimates it with `torch-preflight estimate SCRIPT --device cpu -- ARGV` (static; never imports torch),
-and prints one row per case and the summary the issue asks for: the share of complete estimates, the median and
-worst |error| of the complete ones, and every complete estimate more than 10% low.
+- estimates it with `torch-preflight estimate SCRIPT --device cpu [--set NAME=VALUE ...] -- ARGV` (static; never
+  imports torch): a case's `set` are the values a user supplies for what the script computes from its data at run time
+  (a vocabulary size), typed as a user would; each such case is also estimated without them,
+and prints one row per case (with the values it supplies) and the summary the issue asks for, with and without the
+supplied values: the share of complete estimates, the median and worst |error| of the complete ones, and every
+complete estimate more than 10% low. A measurement that failed (an exception before any optimizer step) is no truth.
 
 Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them). makemore's script
 imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first (only the measuring
@@ -105,7 +108,10 @@ def measure(case: dict, work: Path) -> dict:
     code = MEASURE.format(root=str(ROOT), site=str(SITE), cwd=str(work), script=case["script"], argv=case["argv"])
     # scripts written before torch 2.6 load their own pickled data with torch.load's old default (weights_only=False)
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
-    proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=1200, cwd=work, env=env)
+    try:
+        proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=1200, cwd=work, env=env)
+    except subprocess.TimeoutExpired:
+        return {"peak_bytes": None, "error": "the two steps took more than 20 minutes"}
     for line in proc.stdout.splitlines():
         if line.startswith("@@"):
             return json.loads(line[2:])
@@ -157,7 +163,7 @@ def main() -> int:
             cache[case["name"]] = measure(case, work)
             cache_path.write_text(json.dumps(cache, indent=1))
         m = cache.get(case["name"], {})
-        truth = m.get("peak_bytes") if not m.get("error") and m.get("steps", 2) >= 2 else None  # a run that failed measures nothing
+        truth = m.get("peak_bytes") if not m.get("error") and m.get("steps", 1) >= 1 else None  # a failed run measures nothing
         est, complete, unknown = estimate(case, work)
         err = (est - truth) / truth if truth and est is not None else None
         rows.append((case, truth, est, complete, unknown, err))
