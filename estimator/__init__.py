@@ -57,9 +57,10 @@ class _Run:
 
 
 def options_from_config(config: Config) -> EstimateOptions:
-    """EstimateOptions from `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size)."""
+    """EstimateOptions from `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size, set): the editor's estimate."""
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype or "", config.dtype)
-    return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu)
+    return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu,
+                           values=config.values)
 
 
 def estimate_source(

@@ -195,3 +195,10 @@ def test_training_arguments_gradient_checkpointing_enables_it_on_a_hugging_face_
     (report,) = estimate_source(textwrap.dedent(src), "train.py", EstimateOptions(device="cpu"))
     assert any(a.text.startswith("gradient_checkpointing=True: model.gradient_checkpointing_enable()") for a in report.assumptions)
     assert not any("gradient_checkpointing" in u.text for u in report.unknowns), report.unknowns
+
+
+def test_the_editors_estimate_takes_the_configurations_values(tmp_path: Path) -> None:
+    script = corpus_script(tmp_path)
+    config = config_from_table({"set": {"ntokens": 1000, "train": "torch.empty(40000, dtype=torch.long)"}})
+    (report,) = estimate_source(script.read_text(), str(script), config)  # a Config, as the language server passes it
+    assert report.complete and sum(layer.params for layer in report.layers) == 1000 * 16 + 16 * 1000 + 1000
