@@ -202,3 +202,10 @@ def test_the_editors_estimate_takes_the_configurations_values(tmp_path: Path) ->
     config = config_from_table({"set": {"ntokens": 1000, "train": "torch.empty(40000, dtype=torch.long)"}})
     (report,) = estimate_source(script.read_text(), str(script), config)  # a Config, as the language server passes it
     assert report.complete and sum(layer.params for layer in report.layers) == 1000 * 16 + 16 * 1000 + 1000
+
+
+def test_the_text_report_prints_brackets_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(CORPUS.replace("ntokens = len(corpus.dictionary)", "ntokens = [len(corpus.dictionary)][i]"))
+    main(["estimate", str(script), "--device", "cpu", "--set", "ntokens=1000", "--set", "train=torch.empty(40000)"])
+    assert "instead of `[len(corpus.dictionary)][i]`" in capsys.readouterr().out  # not read as rich markup

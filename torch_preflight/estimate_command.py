@@ -194,6 +194,7 @@ def render_breakdown(console: Any, r: MemoryReport) -> None:
 
 def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], str] = lambda line: str(line + 1)) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # A table this wide wraps badly at the 80 columns rich assumes for pipes and files.
@@ -237,11 +238,11 @@ def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], s
         if r.unknowns:
             console.print("[bold yellow]Unknown[/bold yellow] (the peak above is a lower bound until these are known)")
             for a in r.unknowns:
-                console.print(f"  - {_located(a.text, path, where)}")
+                console.print(f"  - {escape(_located(a.text, path, where))}")
         if r.assumptions:
             console.print("[bold]Assumptions[/bold]")
         for a in r.assumptions:
-            console.print(f"  - {_located(a.text, path, where)}")
+            console.print(f"  - {escape(_located(a.text, path, where))}")
         if r.budget_bytes is not None:
             verdict = ("[green]fits[/green]" if r.fits else "[red]does not fit[/red]" if r.fits is False
                        else "[yellow]not known[/yellow] (the lower bound fits)")
