@@ -28,7 +28,7 @@ def tokenizer_call(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"input_ids": column, "attention_mask": column}
 
 
-def dataset_map(result: Any, previous: Obj) -> Obj:
+def dataset_map(result: Any) -> Obj:
     """`dataset.map(fn, ...)`: the columns `fn` returns for a batch of rows (the function was run on unread rows)."""
     if not isinstance(result, dict):
         return Obj("hf_dataset", {"columns": Unknown("the rows `map` makes (its function's result is not known)")})

@@ -449,7 +449,7 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         if name != "map":
             return obj
         fn = args[0] if args else kwargs.get("function")
-        return hf_data.dataset_map(it.call(fn, [Obj("hf_rows")], {}, node), obj)
+        return hf_data.dataset_map(it.call(fn, [Obj("hf_rows")], {}, node))
     if isinstance(obj, Obj) and obj.type == "token_rows" and name == "copy":
         return obj
     if isinstance(obj, Obj) and obj.type == "HFTrainer" and name == "train":
