@@ -15,13 +15,12 @@ from torch_preflight.estimator.construct import (
     checkpoint,
     construct,
     container_method,
-    deepspeed_initialize,
-    engine_method,
     hf_train,
     lightning_fit,
     make_optimizer,
     unknown_layer,
 )
+from torch_preflight.estimator.deepspeed_engine import deepspeed_initialize, engine_method
 from torch_preflight.estimator.kernels import dtype_of
 from torch_preflight.estimator.layers import catalog_forward
 from torch_preflight.estimator.tensors import tensor_method, torch_function
