@@ -259,7 +259,8 @@ class Statements:
         NAME=VALUE` names a variable, an attribute `obj.NAME`, or a dotted target such as `self.train`), which then
         is not read at all."""
         name = next((n for t in targets if isinstance(t, (ast.Name, ast.Attribute))
-                     for n in (ast.unparse(t), t.attr if isinstance(t, ast.Attribute) else None) if n in self.supplied), None)
+                     for n in (t.id if isinstance(t, ast.Name) else t.attr, ast.unparse(t)) if n in self.supplied),
+                    None) if self.supplied else None
         if name is None:
             value = self.eval(node.value, scope)
             if (isinstance(value, Unknown) and not value.reason and self.in_script and len(targets) == 1
