@@ -209,3 +209,26 @@ def test_the_text_report_prints_brackets_as_written(tmp_path: Path, capsys: pyte
     script.write_text(CORPUS.replace("ntokens = len(corpus.dictionary)", "ntokens = [len(corpus.dictionary)][i]"))
     main(["estimate", str(script), "--device", "cpu", "--set", "ntokens=1000", "--set", "train=torch.empty(40000)"])
     assert "instead of `[len(corpus.dictionary)][i]`" in capsys.readouterr().out  # not read as rich markup
+
+
+def test_on_the_cpu_data_kept_in_an_objects_attributes_and_its_copies_count() -> None:
+    src = """\
+    import torch
+    import torch.nn as nn
+
+    class Holder:
+        def __init__(self):
+            self.train = torch.zeros(1000000, dtype=torch.long)
+
+    h = Holder()
+    data = h.train.view(100, -1).t().contiguous()
+    model = nn.Linear(10, 10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(2):
+        loss = model(torch.randn(4, 10)).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    """
+    (report,) = estimate_source(textwrap.dedent(src), "train.py", EstimateOptions(device="cpu"))
+    assert report.complete and report.peak_bytes >= 2 * 8_000_000  # h.train and its contiguous copy are both live
