@@ -29,6 +29,7 @@ class Config:
     dtype: str | None = None
     batch_size: int | None = None
     input_shape: tuple[int, ...] | None = None  # one sample without the batch dim, e.g. (3, 224, 224): TPF501, the estimator
+    values: tuple[tuple[str, str], ...] = ()  # `set = {ntokens = 33278}`: what the estimate takes for these assignments
     root: Path | None = None  # the folder of the pyproject.toml it came from
     source: str = "defaults"  # where it came from, for messages
 
@@ -57,7 +58,7 @@ class Config:
 
 _KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "preview",
-    "gpu-memory", "gpu", "dtype", "batch-size", "input-shape",
+    "gpu-memory", "gpu", "dtype", "batch-size", "input-shape", "set",
 }
 
 
@@ -136,6 +137,12 @@ def config_from_table(table: dict[str, Any], *, root: Path | None = None, source
         if not isinstance(shape, list) or not shape or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape):
             raise ConfigError("`input-shape` must be a list of positive integers without the batch dim, e.g. [3, 224, 224]")
         kwargs["input_shape"] = tuple(shape)
+    if "set" in table:
+        values = table["set"]
+        if not isinstance(values, dict) or not all(isinstance(v, (str, int, float, bool, list)) for v in values.values()):
+            raise ConfigError("`set` must be a table of NAME = value, e.g. set = {ntokens = 33278}")
+        # a string is VALUE's source as on the command line (`--set NAME=VALUE`); other TOML values are literals
+        kwargs["values"] = tuple((str(k), v if isinstance(v, str) else repr(v)) for k, v in values.items())
     return Config(root=root, source=source, **kwargs)
 
 

@@ -57,9 +57,10 @@ class _Run:
 
 
 def options_from_config(config: Config) -> EstimateOptions:
-    """EstimateOptions from `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size)."""
+    """EstimateOptions from `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size, set): the editor's estimate."""
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype or "", config.dtype)
-    return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu)
+    return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu,
+                           values=config.values)
 
 
 def estimate_source(
@@ -100,7 +101,8 @@ def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, b
                project: ProjectView | None = None) -> Interpreter:
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
                      force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
-                     max_steps=ESTIMATE_STEPS, library_paths=library_sources.environment_paths(options.python))
+                     max_steps=ESTIMATE_STEPS, library_paths=library_sources.environment_paths(options.python),
+                     supplied=options.values)
     it.run()
     return it
 
@@ -196,7 +198,11 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
     if options.optimizer:
         kind, momentum = OPTIMIZER_NAMES.get(options.optimizer.lower(), (options.optimizer, False))
         opt = None if options.optimizer.lower() == "none" else Optimizer(kind, mod, momentum=momentum, eight_bit="8bit" in options.optimizer)
-    state, transient = optimizer_bytes(opt, sizes, 4 if mod.dtype == "float32" else itemsize, device)
+    master = getattr(opt, "master_weights", False)  # DeepSpeed's 16-bit training: float32 master weights and state
+    state, transient = optimizer_bytes(opt, sizes, 4 if mod.dtype == "float32" or master else itemsize, device)
+    if master:
+        state += sum(rnd(s * 4) for s in sizes)
+    params, grads, state, transient = _zero_sharded(it, options, (params, grads, state, transient), max(sizes, default=0) * itemsize)
     batch = 0
     if step is not None:
         batch = sum(rnd(t.nbytes) for t in _batch_tensors(step))
@@ -215,6 +221,23 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
     return _Run(it, mod, line, col, step, opt, tl, complete, b)
+
+
+def _zero_sharded(it: Interpreter, options: EstimateOptions, sizes: tuple[int, int, int, int], largest: int) -> tuple[int, int, int, int]:
+    """(parameters, gradients, optimizer state, step transient) on one GPU under DeepSpeed's ZeRO: stage 1 shards the
+    optimizer state across the job's GPUs, stage 2 the gradients too, stage 3 the parameters too (the largest layer's
+    are gathered while it runs), as the ZeRO suggestions do. The number of GPUs is the launcher's (`--gpus N`)."""
+    stage = (it.deepspeed or {}).get("stage", 0)
+    if not stage:
+        return sizes
+    world = options.world_size
+    if world is None:
+        it.problem(f"DeepSpeed ZeRO stage {stage} shards across the job's GPUs, whose number is not known: pass --gpus N")
+        return sizes
+    params, grads, state, transient = sizes
+    it.assume(f"ZeRO stage {stage} across {world} GPUs (--gpus {world})", None)
+    shard = lambda n: -(-n // world)  # noqa: E731
+    return (shard(params) + largest if stage >= 3 else params, shard(grads) if stage >= 2 else grads, shard(state), shard(transient))
 
 
 BLAS_LAYERS = ("Linear", "NonDynamicallyQuantizableLinear", "LazyLinear", "Bilinear", "MultiheadAttention", "RNN", "LSTM", "GRU",

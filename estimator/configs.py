@@ -9,6 +9,7 @@ is `argv`; without it, every option has its default, as when the script runs wit
 from __future__ import annotations
 
 import ast
+import json
 import os.path
 import re
 from dataclasses import dataclass, field
@@ -294,3 +295,84 @@ def hydra_config(config_path: Any, config_name: Any, base_dir: str, argv: list[s
         except (TypeError, KeyError):
             return unknown
     return config_value(data, os.path.join(config_path or "", name))
+
+
+def parse_supplied(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` (`estimate --set`, `set = {NAME = VALUE}` in [tool.torch-preflight]) -> (NAME, VALUE's source).
+    NAME is a variable or attribute name the script assigns (`ntokens`, `vocab_size`, `self.train`)."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not all(part.isidentifier() for part in name.split(".")) or not value.strip():
+        raise ValueError(f"cannot read {text!r}: use NAME=VALUE, e.g. ntokens=33278")
+    return name, value.strip()
+
+
+def supplied_value(text: str) -> Any:
+    """A supplied VALUE: a Python literal (33278, 0.1, True, (3, 224, 224), 'gpt2'), else an expression for the
+    interpreter to read (an `ast.expr`: `torch.empty(2088628, dtype=torch.long)` for a tensor of that shape), else the
+    text itself as a string (`model_type=gpt2`)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        expr = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return text
+    return expr if isinstance(expr, (ast.Call, ast.BinOp)) else text
+
+
+def saved_file(saved: dict[str, Any], save: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """`torch.save(obj, f)` records `obj` under f's path (a path, or a file the script opened); `torch.load(f)` of
+    a path the script saved returns that object (a model saved whole and loaded back to be evaluated), and
+    anything else it loads is not known (a file of the user's, read at run time)."""
+    target = args[1] if save and len(args) > 1 else kwargs.get("f") if save else args[0] if args else kwargs.get("f")
+    path = target.attrs.get("path") if isinstance(target, Obj) and target.type == "file" else target
+    if not isinstance(path, str):
+        return None if save else Unknown("torch.load of a file read at run time")
+    if save:
+        saved[os.path.normpath(path)] = args[0] if args else kwargs.get("obj")
+        return None
+    return saved.get(os.path.normpath(path), Unknown(f"torch.load({path!r}): a file read at run time"))
+
+
+def deepspeed_config(value: Any, base_dir: str) -> Any:
+    """A DeepSpeed configuration as `deepspeed.initialize(config=...)` takes it: a dict, or the path of its JSON file in
+    the project (`--deepspeed_config ds_config.json`); Unknown (with the reason) when it cannot be read."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str):
+        return Unknown("the DeepSpeed config")
+    text = read_text(value, base_dir)
+    if not isinstance(text, str):
+        return Unknown(f"the DeepSpeed config {value!r} (not a file of the project)")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return Unknown(f"the DeepSpeed config {value!r} (not JSON)")
+    return data if isinstance(data, dict) else Unknown(f"the DeepSpeed config {value!r}")
+
+
+def deepspeed_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """What of a DeepSpeed config decides a step's memory: the ZeRO stage, the micro-batch per GPU, the precision (bf16 /
+    fp16 train in 16-bit with float32 master weights), gradient accumulation and the optimizer's type. A value that is
+    `"auto"` (filled in by the Hugging Face integration) or of another type is Unknown."""
+    def enabled(key: str) -> Any:
+        section = config.get(key, {})
+        value = section.get("enabled", False) if isinstance(section, dict) else Unknown(f"DeepSpeed `{key}`")
+        return value if isinstance(value, bool) else Unknown(f"DeepSpeed `{key}.enabled`")
+
+    def integer(value: Any, key: str) -> Any:
+        return value if isinstance(value, int) and not isinstance(value, bool) else Unknown(f"DeepSpeed `{key}` = {value!r}")
+
+    zero = config.get("zero_optimization", {})
+    optimizer = config.get("optimizer")
+    kind = optimizer.get("type") if isinstance(optimizer, dict) else None
+    return {
+        "stage": integer(zero.get("stage", 0), "zero_optimization.stage") if isinstance(zero, dict) else Unknown("zero_optimization"),
+        "micro_batch": integer(config["train_micro_batch_size_per_gpu"], "train_micro_batch_size_per_gpu")
+        if "train_micro_batch_size_per_gpu" in config else None,
+        "accumulation": integer(config.get("gradient_accumulation_steps", 1), "gradient_accumulation_steps"),
+        "bf16": enabled("bf16"), "fp16": enabled("fp16"),
+        "optimizer": kind if isinstance(kind, str) or kind is None else Unknown("DeepSpeed `optimizer.type`"),
+    }

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog
+from torch_preflight.estimator import catalog, hf_data
+from torch_preflight.estimator.deepspeed_engine import hf_deepspeed
 from torch_preflight.estimator.tensors import backward
 from torch_preflight.estimator.values import (
     UNKNOWN,
@@ -16,6 +17,7 @@ from torch_preflight.estimator.values import (
     Obj,
     Optimizer,
     Tensor,
+    Unknown,
     is_unknown,
 )
 
@@ -102,8 +104,10 @@ def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
         opt = Optimizer(model=model, line=line, **spec)
         opt.weight_decay = settings.get("weight_decay", 0.0) not in (0, 0.0)  # type: ignore[attr-defined]
         it.optimizers.append(opt)
+    if settings.get("deepspeed") is not None:  # TrainingArguments(deepspeed="ds_config.json"): DeepSpeed runs the step
+        hf_deepspeed(it, model, settings, node)
     for key in ("bf16", "fp16"):
-        if settings.get(key) is True and not it.force_autocast:
+        if settings.get(key) is True and not it.force_autocast and settings.get("deepspeed") is None:
             it.autocast = "bfloat16" if key == "bf16" else "float16"
             it.assume(f"{key}=True: autocast {it.autocast}", line)
         elif is_unknown(settings.get(key)):
@@ -114,10 +118,36 @@ def hf_train(it: Interpreter, trainer: Obj, node: ast.AST | None) -> None:
     if not it.zero_grad_set_to_none:
         it.assume(f"gradient_accumulation_steps={accumulate}: gradients stay allocated between micro-batches", line)
     if settings.get("gradient_checkpointing") is not None and settings.get("gradient_checkpointing") is not False:
-        it.problem("TrainingArguments gradient_checkpointing=True (the model's checkpointed blocks) is not modelled", node)
-    batch = settings.get("per_device_train_batch_size", 8)
-    it.problem(f"Trainer.train: the batches of {batch if isinstance(batch, int) else '?'} it collates from the training "
-               "dataset into the model's keyword arguments are not modelled", node)
+        # the Trainer calls model.gradient_checkpointing_enable(): a model that has it (a Hugging Face model) checkpoints
+        enable = it.getattr(model, "gradient_checkpointing_enable", node or ast.Pass())
+        if settings.get("gradient_checkpointing") is True and not is_unknown(enable):
+            it.call(enable, [], {}, node)
+            it.assume("gradient_checkpointing=True: model.gradient_checkpointing_enable()", line)
+        else:
+            it.problem("TrainingArguments gradient_checkpointing=True (the model's checkpointed blocks) is not modelled", node)
+    size = settings.get("per_device_train_batch_size", 8)
+    if it.batch_override:
+        size = it.batch_override
+    batch = hf_data.trainer_batch(trainer.attrs.get("train_dataset"), trainer.attrs.get("data_collator"), size) \
+        if isinstance(size, int) else Unknown("per_device_train_batch_size")
+    if isinstance(batch, Unknown):
+        it.problem(f"Trainer.train: the batches of {size if isinstance(size, int) else '?'} it collates from the training "
+                   f"dataset ({batch.reason}) are not known", node)
+        return None
+    it.batch_sizes.append((size, line))
+    it.assume(f"batch_size={size}, rows of {next(iter(batch.values())).shape[1]} tokens: {', '.join(batch)}", line)
+    saved = it.grad_enabled
+    it.grad_enabled = True
+    try:
+        out = it.call(model, [], dict(batch), node)
+        loss = out.get("loss") if isinstance(out, dict) else it.getattr(out, "loss", node or ast.Pass()) if isinstance(out, Obj) \
+            else out[0] if isinstance(out, tuple) and out else out
+        if isinstance(loss, Tensor):
+            backward(it, loss, node)
+        else:
+            it.problem("Trainer.train: the model's loss is not a known tensor", node)
+    finally:
+        it.grad_enabled = saved
     return None
 
 

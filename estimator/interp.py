@@ -19,7 +19,7 @@ from typing import Any
 
 from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import ModuleModel
-from torch_preflight.estimator import catalog, configs
+from torch_preflight.estimator import catalog, configs, hf_data
 from torch_preflight.estimator.interp_calls import Calls
 from torch_preflight.estimator.interp_stmts import Statements
 from torch_preflight.estimator.interp_tensors import TensorSemantics
@@ -58,9 +58,13 @@ class Interpreter(Statements, Calls, TensorSemantics):
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
                  project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS,
-                 library_paths: tuple[str, ...] | None = None) -> None:
+                 library_paths: tuple[str, ...] | None = None, supplied: tuple[tuple[str, str], ...] = ()) -> None:
         self.model = model
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
+        # values the user supplies for what the script assigns (`estimate --set ntokens=33278`): name -> VALUE's source
+        self.supplied = dict(supplied)
+        self.saved_files: dict[str, Any] = {}  # what the script saved with torch.save, by path
+        self.deepspeed: dict[str, Any] | None = None  # deepspeed.initialize's settings (ZeRO stage), once called
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.library_paths = library_paths  # the import path libraries' models are read from (None: the catalog only)
         self.library_files: set[str] = set()  # the libraries' source files read
@@ -115,7 +119,11 @@ class Interpreter(Statements, Calls, TensorSemantics):
         scope: Scope | None = self.scope
         while scope is not None:
             for value in scope.vars.values():
-                for t in value if isinstance(value, (tuple, list)) and len(value) <= 64 else (value,):
+                # a tensor in a variable, a short list or tuple of them, or an attribute of an object the script holds
+                # (`corpus.train`)
+                kept = (value if isinstance(value, (tuple, list)) and len(value) <= 64
+                        else [*value.attrs.values(), value] if isinstance(value, Obj) and len(value.attrs) <= 64 else (value,))
+                for t in kept:
                     if not isinstance(t, Tensor) or t.storage is None or t.storage is loss.storage:
                         continue
                     if t.storage.id in produced:
@@ -367,6 +375,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
         if isinstance(value, Tensor):
             return self.tensor_index(value, slice_node, scope)
         key = self.eval(slice_node, scope)
+        if isinstance(value, Obj) and value.type == "hf_dataset":  # a split of a Hugging Face dataset: dataset["train"]
+            return value
         if isinstance(value, Obj) and value.type == "config" and isinstance(key, str):  # a YAML config: cfg["model"]
             return value.attrs.get(key, Unknown(f"config value `{key}`"))
         if isinstance(value, Module):
@@ -564,6 +574,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
             return ops.call_method(self, func.obj, func.name, args, kwargs, node)
         if isinstance(func, Obj) and func.type == "partial":
             return self.call(func.attrs["func"], [*func.attrs["args"], *args], {**func.attrs["kwargs"], **kwargs}, node, line, col)
+        if isinstance(func, Obj) and func.type == "tokenizer":  # tokenizer(texts, max_length=..., padding=...)
+            return hf_data.tokenizer_call(kwargs)
         if is_unknown(func):
             if any(isinstance(a, Tensor) for a in args):
                 self.problem(f"call of unknown `{ast.unparse(node.func)[:40] if isinstance(node, ast.Call) else '?'}` on a tensor", node)

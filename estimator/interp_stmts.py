@@ -65,12 +65,12 @@ class Statements:
         if isinstance(node, ast.Expr):
             self.eval(node.value, scope)
         elif isinstance(node, ast.Assign):
-            value = self.eval(node.value, scope)
+            value = self.assigned_value(node, node.targets, scope)
             for target in node.targets:
                 self.assign(target, value, scope, node)
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
-                self.assign(node.target, self.eval(node.value, scope), scope, node)
+                self.assign(node.target, self.assigned_value(node, [node.target], scope), scope, node)
         elif isinstance(node, ast.AugAssign):
             current = self.eval(node.target, scope) if not isinstance(node.target, ast.Subscript) else UNKNOWN
             value = self.binop(node.op, current, self.eval(node.value, scope), node, inplace=True)
@@ -207,7 +207,11 @@ class Statements:
             text = configs.read_text(value.attrs["path"], os.path.dirname(self.model.path), value.attrs.get("mode", "r"))
             lines = text.splitlines(keepends=True) if isinstance(text, str) else None
             if lines is not None and len(lines) <= FILE_LINES:
-                return lines  # a longer one (a corpus read word by word) would take the whole work budget: unknown
+                return lines
+            if lines is not None:  # a longer one (a corpus read word by word) would take the whole work budget: unknown
+                self.problem(f"`{value.attrs['path']}` is read line by line at run time ({len(lines):,} lines, more than the "
+                             f"estimate reads); supply what the script computes from it with --set NAME=VALUE", node)
+                return None
         if isinstance(value, Obj) and value.type == "parameters":
             return [p for _, p in value.attrs["module"].named_parameters()]
         if isinstance(value, Tensor):
@@ -251,6 +255,32 @@ class Statements:
         for t in value if isinstance(value, (tuple, list)) and len(value) <= 64 else (value,):
             if isinstance(t, Tensor) and t.storage is not None and t.requires_grad and not t.is_param:
                 rec.released[t.storage.id] = (len(rec.ops), t.storage.nbytes)
+
+    def assigned_value(self: Interpreter, node: ast.Assign | ast.AnnAssign, targets: list[ast.expr], scope: Scope) -> Any:
+        """The value an assignment binds: its right side, or the value the user supplied for its target (`--set
+        NAME=VALUE` names a variable, an attribute `obj.NAME`, or a dotted target such as `self.train`), which then
+        is not read at all."""
+        name = next((n for t in targets if isinstance(t, (ast.Name, ast.Attribute))
+                     for n in (t.id if isinstance(t, ast.Name) else t.attr, ast.unparse(t)) if n in self.supplied),
+                    None) if self.supplied else None
+        if name is None:
+            value = self.eval(node.value, scope)
+            if (isinstance(value, Unknown) and not value.reason and self.in_script and len(targets) == 1
+                    and isinstance(targets[0], ast.Name) and node.value is not None):
+                # name the value where it is made, so a layer that gets it says what to supply
+                where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
+                value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
+                                f"supply it with --set {targets[0].id}=VALUE")
+            return value
+        text = self.supplied[name]
+        supplied = configs.supplied_value(text)
+        if isinstance(supplied, ast.expr):
+            here = Scope(imports=self.model.imports, path=self.model.path)
+            here.vars.update({"torch": Qualified("torch"), "np": Qualified("numpy"), "numpy": Qualified("numpy")})
+            supplied = self.eval(supplied, here)
+        self.assume(f"`{name}` = {text} (supplied) instead of `{ast.unparse(node.value)[:50] if node.value else ''}`",
+                    node.lineno - 1)
+        return supplied
 
     def assign(self: Interpreter, target: ast.expr, value: Any, scope: Scope, node: ast.AST) -> None:
         if isinstance(target, ast.Name):

@@ -13,6 +13,7 @@ from torch_preflight.estimator.values import (
     Loader,
     Module,
     ParamValue,
+    Qualified,
     Tensor,
     is_unknown,
 )
@@ -207,6 +208,9 @@ class TensorSemantics:
                 dim += 1
                 continue
             value = self.eval(item, scope)
+            if value is None or (isinstance(value, Qualified) and value.name in ("numpy.newaxis", "torch.newaxis")):
+                out.append(1)  # `x[:, np.newaxis]`, as `x[:, None]`
+                continue
             if isinstance(value, int):
                 dim += 1
                 continue

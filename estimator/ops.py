@@ -11,7 +11,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, library_sources, reshape
+from torch_preflight.estimator import catalog, configs, hf_data, library_sources, reshape
 from torch_preflight.estimator.builtins import after_in_mro, builtin
 from torch_preflight.estimator.construct import (
     checkpoint,
@@ -22,6 +22,7 @@ from torch_preflight.estimator.construct import (
     make_optimizer,
     unknown_layer,
 )
+from torch_preflight.estimator.deepspeed_engine import deepspeed_initialize, engine_method
 from torch_preflight.estimator.kernels import dtype_of
 from torch_preflight.estimator.layers import catalog_forward
 from torch_preflight.estimator.tensors import tensor_method, torch_function
@@ -182,7 +183,9 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
     if name == "torch.utils.data.TensorDataset":
         sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
-        return Dataset(sample, "TensorDataset", guessed=it.guessing > 0 or len(sample) != len(args))
+        # a tensor whose shape was guessed (torch.from_numpy of an array that is not known) gives a guessed sample
+        guessed = it.guessing > 0 or len(sample) != len(args) or any(t.guessed for t in args if isinstance(t, Tensor))
+        return Dataset(sample, "TensorDataset", guessed=guessed)
     if name.startswith("torchvision.datasets."):
         shape, classes = DATASETS.get(short, ((3, 224, 224), 1000))
         tf = kwargs.get("transform")
@@ -222,6 +225,20 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Transform(exact=short in SHAPE_KEEPING_TRANSFORMS)
     if name in ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"):
         return checkpoint(it, args, kwargs, node)
+    if name.startswith("transformers.") and name.endswith(".from_pretrained") and "Tokenizer" in name:
+        return Obj("tokenizer", {"name": args[0] if args else None})
+    if name == "datasets.load_dataset":
+        return Obj("hf_dataset", {"columns": Unknown("the rows of the dataset (map them with a tokenizer)")})
+    if name in ("transformers.DataCollatorForLanguageModeling", "transformers.data.data_collator.DataCollatorForLanguageModeling"):
+        return Obj("lm_collator", {"mlm": kwargs.get("mlm", True)})
+    if name == "deepspeed.initialize":
+        return deepspeed_initialize(it, args, kwargs, node)
+    if name == "deepspeed.add_config_arguments" and args and isinstance(args[0], configs.Parser):
+        configs.add_argument(args[0], ["--deepspeed"], {"action": "store_true"})
+        configs.add_argument(args[0], ["--deepspeed_config"], {"default": None})
+        return args[0]
+    if name in ("torch.save", "torch.load"):  # a file the script itself saved loads back as what it saved
+        return configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
         out = torch_function(it, short, name, args, kwargs, node)
         if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:
@@ -320,6 +337,13 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         return args[0] if name == "scale" and args else None
     if isinstance(obj, str):
         return configs.str_method(obj, name, args, kwargs)
+    if isinstance(obj, Obj) and obj.type == "hf_dataset" and (name == "map" or name in hf_data.DATASET_SAME):
+        if name != "map":
+            return obj
+        fn = args[0] if args else kwargs.get("function")
+        return hf_data.dataset_map(it.call(fn, [Obj("hf_rows")], {}, node))
+    if isinstance(obj, Obj) and obj.type == "token_rows" and name == "copy":
+        return obj
     if isinstance(obj, Obj) and obj.type == "HFTrainer" and name == "train":
         return hf_train(it, obj, node)
     if isinstance(obj, Obj) and obj.type == "Trainer" and name == "fit" and args and isinstance(args[0], Module):
@@ -355,6 +379,10 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
             it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
             it.zero_grad_after_forward = it.recorder is not None
         return mod
+    if name in ("backward", "step") and it.deepspeed is not None:  # a DeepSpeed engine (estimator.construct)
+        return engine_method(it, mod, name, args, node)
+    if name == "flatten_parameters":  # an RNN's weights made one contiguous chunk again, in place
+        return None
     if name in ("half", "bfloat16", "float", "double"):
         mod.set_dtype({"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}[name])
         return mod

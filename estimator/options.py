@@ -52,8 +52,12 @@ class EstimateOptions:
     autocast: str | None = None  # force autocast dtype (used for the bf16 remedy)
     remedies: bool = True
     n_gpus: int = 8  # for the ZeRO/FSDP remedies
+    world_size: int | None = None  # the GPUs the job runs on (`--gpus`): what DeepSpeed's ZeRO shards across
     argv: tuple[str, ...] | None = None  # the script's own command-line arguments (`estimate train.py -- --batch-size 64`)
     python: str | None = None  # the environment libraries' models are read from (an interpreter or its folder; default: this one)
+    # values the user supplies for what the script assigns and cannot be read statically (`--set ntokens=33278`):
+    # (NAME, VALUE's source), see estimator.configs.supplied_value
+    values: tuple[tuple[str, str], ...] = ()
 
     @property
     def budget(self) -> int | None:

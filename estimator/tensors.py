@@ -256,12 +256,14 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
                 return t
             out = Tensor(t.shape, dtype, external=t.external)
             return it.record(out, [t], [])
+        # a copy the script makes of its data outside a step (`data.t().contiguous()`) is data it keeps, as the original
+        kept = t.external and it.recorder is None and it.forward_depth == 0
         if name == "contiguous":
             if t.contiguous:
                 return t
-            return it.record(Tensor(t.shape, t.dtype), [t], [])
+            return it.record(Tensor(t.shape, t.dtype, external=kept), [t], [])
         if name == "clone":
-            return it.record(Tensor(t.shape, t.dtype), [t], [])
+            return it.record(Tensor(t.shape, t.dtype, external=kept), [t], [])
         return t
     if name in ("view", "reshape", "view_as", "reshape_as", "expand", "expand_as", "flatten", "unflatten", "transpose", "permute",
                 "unsqueeze", "squeeze", "t", "mT", "repeat", "chunk", "split", "unbind", "narrow", "movedim"):

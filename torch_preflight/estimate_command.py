@@ -15,6 +15,7 @@ from torch_preflight.core.memory import MemoryReport, format_bytes
 from torch_preflight.core.notebook import NotebookError, is_notebook_path, join, parse_notebook
 from torch_preflight.core.source import Position
 from torch_preflight.estimator import GPUS, EstimateOptions, estimate_source, gpu_memory
+from torch_preflight.estimator.configs import parse_supplied
 
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "rmsprop", "adagrad", "adam8bit", "none")
@@ -24,6 +25,14 @@ EXIT_OK, EXIT_OVER_BUDGET, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
 EPILOG = """\
 the script's own arguments: everything after `--` (torch-preflight estimate train.py -- --batch-size 64) is the
 command line its argparse parser or configurator reads; without it, every option has its default.
+
+values the script computes from its data at run time (a vocabulary built from a corpus, a length read from a
+file) cannot be known statically: the estimate lists them as unknown, and --set NAME=VALUE (repeatable) supplies
+one. Every assignment to NAME (a variable, an attribute obj.NAME, or a dotted target such as self.train) then binds
+VALUE instead of its right side. VALUE is a Python literal (33278, 0.1, (3, 224, 224)), a tensor written as torch
+would build it (torch.empty(2088628, dtype=torch.long)), or else a string. In pyproject.toml:
+  [tool.torch-preflight]
+  set = {ntokens = 33278, "self.train" = "torch.empty(2088628, dtype=torch.long)"}
 
 exit status:
   0  every model's estimate is complete (and fits the budget, when one is given)
@@ -48,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", help=f"budget from a GPU name: {', '.join(sorted(GPUS))}")
     parser.add_argument("--gpu-memory", help="budget as a size, e.g. 24GiB")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="backend semantics to model (default cuda)")
+    parser.add_argument("--gpus", type=int, metavar="N", help="the GPUs the job runs on: what DeepSpeed's ZeRO shards across")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="values",
+                        help="a value the script computes at run time, e.g. --set ntokens=33278 (repeatable; see below)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--python", metavar="PATH", help="the environment whose installed libraries (torchvision, timm) "
                         "models are read from, as source: an interpreter or a virtual environment (default: this one)")
@@ -73,11 +85,19 @@ def options_from_args(args: argparse.Namespace) -> EstimateOptions:
         except ValueError:
             raise ConfigError(f"cannot read --input-shape {args.input_shape!r} (try 3,224,224)") from None
     dtype = args.dtype or config.dtype
+    values = dict(config.values)
+    for text in getattr(args, "values", None) or []:
+        try:
+            name, value = parse_supplied(text)
+        except ValueError as exc:
+            raise ConfigError(f"--set {exc}") from None
+        values[name] = value
     return EstimateOptions(
         model=args.model, batch_size=args.batch_size or config.batch_size, input_shape=shape,
         dtype=DTYPES.get(dtype, dtype) if dtype else None, optimizer=args.optimizer, device=args.device,
         budget_bytes=budget, gpu=gpu, argv=tuple(args.script_args) if getattr(args, "script_args", None) else None,
         python=getattr(args, "python", None),
+        values=tuple(values.items()), world_size=getattr(args, "gpus", None),
     )
 
 
@@ -177,6 +197,7 @@ def render_breakdown(console: Any, r: MemoryReport) -> None:
 
 def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], str] = lambda line: str(line + 1)) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # A table this wide wraps badly at the 80 columns rich assumes for pipes and files.
@@ -220,11 +241,11 @@ def render_text(reports: list[MemoryReport], path: str, where: Callable[[int], s
         if r.unknowns:
             console.print("[bold yellow]Unknown[/bold yellow] (the peak above is a lower bound until these are known)")
             for a in r.unknowns:
-                console.print(f"  - {_located(a.text, path, where)}")
+                console.print(f"  - {escape(_located(a.text, path, where))}")
         if r.assumptions:
             console.print("[bold]Assumptions[/bold]")
         for a in r.assumptions:
-            console.print(f"  - {_located(a.text, path, where)}")
+            console.print(f"  - {escape(_located(a.text, path, where))}")
         if r.budget_bytes is not None:
             verdict = ("[green]fits[/green]" if r.fits else "[red]does not fit[/red]" if r.fits is False
                        else "[yellow]not known[/yellow] (the lower bound fits)")

@@ -5,9 +5,12 @@ For each case it materialises the repository's files at the pinned commit from t
 writes the synthetic data the case's setup names, then
 - measures the CPU peak of the script's first two optimizer steps with the torch venv (`--torch`, default .venv):
   torch_preflight.measure.runtime.measure_script, the profiler's memory events replayed into a running peak;
-- estimates it with `torch-preflight estimate SCRIPT --device cpu -- ARGV` (static; never imports torch),
-and prints one row per case and the summary the issue asks for: the share of complete estimates, the median and
-worst |error| of the complete ones, and every complete estimate more than 10% low.
+- estimates it with `torch-preflight estimate SCRIPT --device cpu [--set NAME=VALUE ...] -- ARGV` (static; never
+  imports torch): a case's `set` are the values a user supplies for what the script computes from its data at run time
+  (a vocabulary size), typed as a user would; each such case is also estimated without them,
+and prints one row per case (with the values it supplies) and the summary the issue asks for, with and without the
+supplied values: the share of complete estimates, the median and worst |error| of the complete ones, and every
+complete estimate more than 10% low. A measurement that failed (an exception before any optimizer step) is no truth.
 
 Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them). makemore's script
 imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first (only the measuring
@@ -103,22 +106,31 @@ def setup(step: str, work: Path) -> None:
 
 def measure(case: dict, work: Path) -> dict:
     code = MEASURE.format(root=str(ROOT), site=str(SITE), cwd=str(work), script=case["script"], argv=case["argv"])
-    proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=1200, cwd=work)
+    # scripts written before torch 2.6 load their own pickled data with torch.load's old default (weights_only=False)
+    env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+    try:
+        proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=3600, cwd=work, env=env)
+    except subprocess.TimeoutExpired:
+        return {"peak_bytes": None, "error": "the measurement took more than an hour"}
     for line in proc.stdout.splitlines():
         if line.startswith("@@"):
             return json.loads(line[2:])
     return {"peak_bytes": None, "error": (proc.stderr or proc.stdout)[-400:]}
 
 
-def estimate(case: dict, work: Path) -> tuple[int | None, bool, int]:
+def estimate(case: dict, work: Path, supplied: bool = True) -> tuple[int | None, bool, int]:
+    """The estimate as `torch-preflight estimate SCRIPT --device cpu [--set NAME=VALUE ...] -- ARGV` gives it; the
+    case's `set` values (what a user supplies for values the script computes from its data) only when `supplied`."""
     from torch_preflight.estimator import EstimateOptions, estimate_source
+    from torch_preflight.estimator.configs import parse_supplied
 
     path = work / case["script"]
     cwd = os.getcwd()
     os.chdir(work)  # the script's relative paths (config files, data) are read from where it runs
+    values = tuple(parse_supplied(v) for v in case.get("set", [])) if supplied else ()
     try:
         reports = estimate_source(path.read_text(encoding="utf-8"), str(path),
-                                  EstimateOptions(device="cpu", argv=tuple(case["argv"])))
+                                  EstimateOptions(device="cpu", argv=tuple(case["argv"]), values=values))
     finally:
         os.chdir(cwd)
     if not reports:
@@ -140,40 +152,55 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     cache_path = OUT / "measured.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() and not args.remeasure else {}
-    rows = []
+    rows: list[tuple] = []
+    bare: list[tuple] = []  # without the values the user supplies
     for case in manifest["cases"]:
         if args.only and args.only != case["name"]:
             continue
         work = materialise(case, manifest["repos"][case["repo"]])
-        if not args.estimate_only and (case["name"] not in cache or cache[case["name"]].get("peak_bytes") is None):
+        if not args.estimate_only and (case["name"] not in cache or cache[case["name"]].get("peak_bytes") is None
+                                       or cache[case["name"]].get("error")):
             cache[case["name"]] = measure(case, work)
             cache_path.write_text(json.dumps(cache, indent=1))
-        truth = cache.get(case["name"], {}).get("peak_bytes")
+        m = cache.get(case["name"], {})
+        truth = m.get("peak_bytes") if not m.get("error") and m.get("steps", 1) >= 1 else None  # a failed run measures nothing
         est, complete, unknown = estimate(case, work)
         err = (est - truth) / truth if truth and est is not None else None
         rows.append((case, truth, est, complete, unknown, err))
+        if case.get("set"):  # the same estimate without the supplied values: what a new user sees first
+            est0, complete0, unknown0 = estimate(case, work, supplied=False)
+            err0 = (est0 - truth) / truth if truth and est0 is not None else None
+            bare.append((case, truth, est0, complete0, unknown0, err0))
+        else:
+            bare.append(rows[-1])
     mib = lambda n: f"{n / 2**20:.2f}" if n is not None else "-"  # noqa: E731
     if args.markdown:
-        print("| case | script | measured CPU (MiB) | estimate (MiB) | complete | error |")
-        print("|---|---|---:|---:|---|---:|")
+        print("| case | script | user-supplied values (`--set`) | measured CPU (MiB) | estimate (MiB) | complete | error |")
+        print("|---|---|---|---:|---:|---|---:|")
     for case, truth, est, complete, unknown, err in rows:
         where = f"{case['repo']}/{case['dir'] + '/' if case['dir'] else ''}{case['script']}"
         e = f"{err:+.1%}" if err is not None else "-"
         status = "yes" if complete else f"no ({unknown} unknown; at least)"
+        supplied = " ".join(f"`{v}`" for v in case.get("set", [])) or "-"
         if args.markdown:
-            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {mib(truth)} | {mib(est)} | {status} | {e} |")
+            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {supplied} | {mib(truth)} | {mib(est)} | {status} | {e} |")
         else:
-            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}")
+            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}  {'set: ' + supplied if case.get('set') else ''}")
+    print()
+    summary(rows, "with the values users supply (`--set`)")
+    summary(bare, "without them")
+    return 0
+
+
+def summary(rows: list[tuple], label: str) -> None:
     measured = [r for r in rows if r[1] is not None]
     done = [r for r in measured if r[3] and r[5] is not None]
     errors = [abs(r[5]) for r in done]
     low = [r[0]["name"] for r in done if r[5] < -0.10]
-    print()
-    print(f"cases measured: {len(measured)} of {len(rows)}; complete: {len(done)} ({len(done) / max(len(measured), 1):.0%})")
+    print(f"{label}: cases measured: {len(measured)} of {len(rows)}; complete: {len(done)} ({len(done) / max(len(measured), 1):.0%})")
     if errors:
-        print(f"complete estimates: median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}; "
+        print(f"  complete estimates: median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}; "
               f"complete and more than 10% low: {len(low)} {low if low else ''}")
-    return 0
 
 
 TORCH = sys.executable
