@@ -7,11 +7,19 @@ import re
 
 from torch_preflight.core.names import tail
 from torch_preflight.core.project import ProjectView
-from torch_preflight.core.semantic import Event, EventKind, ModuleModel, Value
+from torch_preflight.core.semantic import Event, EventKind, Function, ModuleModel, Value
+from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
 
 TRAIN, EVAL, UNKNOWN, DEFAULT = "train", "eval", "unknown", "default"
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout|batch_norm|\.training\b|RReLU|AlphaDropout")
+
+
+def first_statement(fn: Function) -> Span:
+    """The first statement of a function's body that does something (after its docstring): where
+    a mode call that the whole function needs belongs."""
+    own = [e.stmt for e in fn.events if e.function == fn.qualname]
+    return min(own, key=lambda span: span.start.line, default=fn.header)
 
 
 def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
@@ -20,45 +28,47 @@ def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
 
 def mode_before(
     training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0, built: str | None = None
-) -> str:
+) -> tuple[str, Event | None]:
     """The mode set by the last mode call before `expanded(scope)[index]`, matching the
-    model by name in `scope` itself and accepting any model in callers. DEFAULT: nothing
-    sets a mode on any path up to module level, or up to the function that builds the model
-    (`model = Net()` in a `train_func(config)` that a launcher calls: a fresh model trains);
-    UNKNOWN when a path leaves the file or is ambiguous. `built`: the model's name in `scope`
-    as the caller below passed it on (None when it is not a plain name)."""
+    model by name in `scope` itself and accepting any model in callers, with that call (None
+    when no call decides it). DEFAULT: nothing sets a mode on any path up to module level, or
+    up to the function that builds the model (`model = Net()` in a `train_func(config)` that a
+    launcher calls: a fresh model trains); UNKNOWN when a path leaves the file or is ambiguous.
+    `built`: the model's name in `scope` as the caller below passed it on (None when it is not
+    a plain name)."""
     events = training.expanded(scope)
     before = mode_events(events[:index])
     if before:
         if model_name is not None:
             matching = [e for e in before if e.receiver and tail(e.receiver) == tail(model_name)]
             if not matching:
-                return UNKNOWN
+                return UNKNOWN, None
             before = matching
-        return EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN
+        return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1]
     if not scope:
-        return DEFAULT
+        return DEFAULT, None
     local = model_name if model_name is not None else built
     if local is not None and _built_in(scope, events[:index], local):
-        return DEFAULT
+        return DEFAULT, None
     callers = training.model.calls_to.get(scope, [])
     if not callers or depth > 3:
-        return UNKNOWN
+        return UNKNOWN, None
     fn = training.model.functions.get(scope)
-    modes = set()
+    modes: dict[str, Event | None] = {}
     for call in callers:
         caller_events = training.expanded(call.function)
         try:
             position = caller_events.index(call)
         except ValueError:
-            return UNKNOWN
+            return UNKNOWN, None
         passed = _argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
-        modes.add(mode_before(training, call.function, position, None, depth + 1, passed))
-    if modes & {UNKNOWN}:
-        return UNKNOWN
-    if modes & {TRAIN, DEFAULT}:
-        return TRAIN if TRAIN in modes else DEFAULT
-    return EVAL
+        mode, setter = mode_before(training, call.function, position, None, depth + 1, passed)
+        if modes.get(mode) is None:
+            modes[mode] = setter
+    for mode in (UNKNOWN, TRAIN, DEFAULT):
+        if mode in modes:
+            return mode, modes[mode]
+    return EVAL, modes[EVAL]
 
 
 # A model rebuilt from saved or other state: its mode is whatever that state had (`from_pretrained` returns it in eval mode).

@@ -67,7 +67,7 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, has_mode_layers, mode_before, mode_events
+from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, first_statement, has_mode_layers, mode_before, mode_events
 
 META = RuleMeta(
     code="TPF008",
@@ -158,16 +158,14 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
         if first is None:
             continue
-        mode = mode_before(training, loop.function, first, name)
+        mode, setter = mode_before(training, loop.function, first, name)
         # Only an evaluation that also turns gradients off reads as one for sure: a loop with autograd on
         # (a calibration pass handed to `quantize()`, a loss evaluation) may run in whatever mode its caller chose.
         no_grad = not training.grad_enabled_at(loop) or all(f.no_grad for f in forwards)
         sibling = _sibling_training(ctx, loop.function, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
             continue
-        related = [Related(forwards[0].span, "model forward")]
-        if sibling is not None:
-            related.append(Related(sibling.span, "training mode set here"))
+        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
         yield report(
             META,
             loop.header,
@@ -214,6 +212,18 @@ def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
             related=[Related(forwards[0].span, "model forward"), Related(loop.header, "phase loop")],
             data={"model": name},
         )
+
+
+def _mode_related(ctx: Context, scope: str, index: int, name: str, setter: Event | None) -> list[Related]:
+    """Where the training mode comes from: the call that set it (`model.train()` in a training
+    function run before this one), and, when `scope` sets no mode of its own before the point,
+    its first statement: the function starts with the model in training mode, and that is where
+    its `eval()` belongs."""
+    related = [Related(setter.span, "training mode set here")] if setter is not None else []
+    fn = ctx.model.functions.get(scope)
+    if fn is None or not scope or mode_events(ctx.training.expanded(scope)[:index]):
+        return related
+    return [*related, Related(first_statement(fn), f"`{fn.name}()` starts with `{name}` in training mode")]
 
 
 def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:
@@ -300,14 +310,12 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
         if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in expanded) or training.opaque_training_call(expanded):
             continue
         first = expanded.index(forwards[0])
-        mode = mode_before(training, qualname, first, name)
+        mode, setter = mode_before(training, qualname, first, name)
         sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
-        related = [Related(forwards[0].span, "model forward")]
-        if sibling is not None:
-            related.append(Related(sibling.span, "training mode set here"))
+        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, qualname, first, name, setter or sibling)]
         yield report(
             META,
             forwards[0].stmt,
@@ -332,7 +340,7 @@ def _after_training(ctx: Context) -> Iterator[Diagnostic]:
             continue
         if not any(loop.span.end.line < event.span.start.line for loop in loops):
             continue  # not after the training
-        mode = mode_before(training, "", expanded.index(event), name)
+        mode, setter = mode_before(training, "", expanded.index(event), name)
         if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, "", ctx.project):
             continue
         anchor = event.contexts[0].span if event.contexts else event.stmt
@@ -341,7 +349,7 @@ def _after_training(ctx: Context) -> Iterator[Diagnostic]:
             event.stmt,
             f"Evaluation runs `{name}` without `{name}.eval()`: {_reason(ctx, TRAIN, None)} after training, so dropout and batch norm behave as in training",
             _fix_before(ctx, anchor.start.line, name, ""),
-            related=[Related(event.span, "model forward")],
+            related=[Related(event.span, "model forward"), *_mode_related(ctx, "", expanded.index(event), name, setter)],
             data={"model": name},
         )
         return  # one finding per script: the first evaluation after training

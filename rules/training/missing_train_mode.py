@@ -51,9 +51,10 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
+from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import has_mode_layers
+from torch_preflight.rules.training._modes import first_statement, has_mode_layers
 
 META = RuleMeta(
     code="TPF009",
@@ -66,6 +67,7 @@ META = RuleMeta(
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
+    reported: set[Span] = set()
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
         evals = [e for e in events if e.kind is EventKind.EVAL_MODE and not e.inner and e.receiver]
@@ -79,26 +81,30 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 continue
             if not has_mode_layers(ctx.model, receiver, loop.function, ctx.project):
                 continue  # no dropout or batch norm: eval mode trains exactly as train mode does
-            # Training in a function the epoch loop calls (`train(...)`): report its training loop,
-            # which is what runs in eval mode; the fix still goes at the top of the epoch loop.
-            where = _training_loop_elsewhere(ctx, loop, events)
-            related = [Related(evaluation.span, "switches to eval mode")]
-            if where is not None:
-                related.append(Related(loop.header, "epoch loop"))
             first = _trains_after(events, evaluation)
             since = "from the first iteration on" if first else "from the second iteration on"
+            where = _where_it_trains(ctx, loop, events)
+            if where is None:
+                anchor, related = loop.header, [Related(evaluation.span, "switches to eval mode")]
+                message = (
+                    f"`{receiver}.eval()` runs {'before the training step ' if first else ''}in this loop and nothing in it "
+                    f"calls `{receiver}.train()`: {since} the model trains in eval mode"
+                )
+            else:
+                anchor, entry, kind = where
+                related = [Related(evaluation.span, "switches to eval mode"), Related(loop.header, "epoch loop")]
+                if entry is not None:
+                    related.append(Related(first_statement(entry), f"`{entry.name}()` starts without switching the model back with `train()`"))
+                message = (
+                    f"`{receiver}.eval()` runs in the epoch loop ({cite_line(loop.header.start.line)}) "
+                    f"{'before the training ' if first else ''}and nothing calls `{receiver}.train()`: "
+                    f"{since.replace('iteration', 'epoch')} this {kind} trains in eval mode"
+                )
+            if anchor in reported:
+                break
+            reported.add(anchor)
             yield report(
-                META,
-                where.header if where is not None else loop.header,
-                f"`{receiver}.eval()` runs {'before the training step ' if first else ''}in this loop and nothing in it "
-                f"calls `{receiver}.train()`: {since} the model trains in eval mode"
-                if where is None
-                else f"`{receiver}.eval()` runs in the epoch loop ({cite_line(loop.header.start.line)}) "
-                f"{'before the training ' if first else ''}and nothing calls `{receiver}.train()`: "
-                f"{since.replace('iteration', 'epoch')} this loop trains in eval mode",
-                _fix(ctx, loop, receiver, evaluation),
-                related=related,
-                data={"model": receiver},
+                META, anchor, message, _fix(ctx, loop, receiver, evaluation), related=related, data={"model": receiver}
             )
             break
 
@@ -111,15 +117,27 @@ def _trains_after(events: tuple[Event, ...], evaluation: Event) -> bool:
     return any(e.kind is EventKind.BACKWARD for e in events[index + 1 :])
 
 
-def _training_loop_elsewhere(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> Loop | None:
-    """The loop of a called function that back-propagates, when the epoch loop does not itself."""
-    if any(e.kind is EventKind.BACKWARD and not e.via for e in events):
+def _where_it_trains(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> tuple[Span, Function | None, str] | None:
+    """Where the training runs in eval mode when the epoch loop does not back-propagate in its own
+    body: the batch loop nested in it, or in the function it calls (`train_one_epoch()`), or the
+    first forward of a step function without a loop of its own (`train_iter()`); with the called
+    function, whose start is where its `train()` belongs. None: the epoch loop trains itself."""
+    chain = loop_chain(ctx, loop)
+    backwards = [e for e in events if e.kind is EventKind.BACKWARD]
+    if any(not e.via and not e.inner for e in backwards):
         return None
-    for event in events:
-        if event.kind is EventKind.BACKWARD and event.via and len(event.loops) > len(loop_chain(ctx, loop)):
-            inner = ctx.model.loops.get(event.loops[-1])
-            if inner is not None and inner.function != loop.function:
-                return inner
+    training = ctx.training
+    for event in backwards:
+        callee = ctx.model.functions.get(event.via[0]) if event.via else None
+        if callee is not None and callee.qualname == loop.function:
+            callee = None
+        nested = [ctx.model.loops[i] for i in event.loops[len(chain) :] if i in ctx.model.loops]
+        if nested:  # the batch loop that steps, not a micro-step loop inside it
+            inner = next((n for n in reversed(nested) if training.is_training_loop(n)), nested[0])
+            return inner.header, callee, "loop"
+        elif callee is not None:
+            forwards = [e for e in events if e.via[:1] == event.via[:1] and training.is_forward(e) and not e.no_grad]
+            return (forwards[0].stmt if forwards else event.stmt), callee, "step"
     return None
 
 
