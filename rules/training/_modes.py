@@ -22,6 +22,15 @@ def first_statement(fn: Function) -> Span:
     return min(own, key=lambda span: span.start.line, default=fn.header)
 
 
+def model_key(name: str | None) -> str:
+    """The network a dotted name holds, for matching mode calls and forwards: `self.model`,
+    `model` and `model.module` (the network behind DataParallel / DDP) all name `model`."""
+    parts = (name or "").split(".")
+    while len(parts) > 1 and parts[-1] == "module":
+        parts.pop()
+    return parts[-1]
+
+
 def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
     return [e for e in events if e.kind in (EventKind.TRAIN_MODE, EventKind.EVAL_MODE)]
 
@@ -40,7 +49,7 @@ def mode_before(
     before = mode_events(events[:index])
     if before:
         if model_name is not None:
-            matching = [e for e in before if e.receiver and tail(e.receiver) == tail(model_name)]
+            matching = [e for e in before if e.receiver and model_key(e.receiver) == model_key(model_name)]
             if not matching:
                 return UNKNOWN, None
             before = matching
@@ -69,6 +78,75 @@ def mode_before(
         if mode in modes:
             return mode, modes[mode]
     return EVAL, modes[EVAL]
+
+
+def handed_in(model: ModuleModel, scope: str, name: str) -> bool:
+    """`name` reaches `scope` from its callers: a parameter of the function (or of one enclosing
+    it), or an attribute of `self` in a method of a trainer class (not an nn.Module, not a class
+    whose framework runs the loop): the object holds the model its creator gave it."""
+    head = name.partition(".")[0]
+    fn = model.functions.get(scope)
+    while fn is not None:
+        if fn.owner is not None and not _plain_class(model, fn.owner, 0):
+            return False  # a hook of a framework's class (a callback, a Trainer subclass): the framework sets modes
+        if head in fn.params and head != "self":
+            return True
+        if fn.owner is not None:
+            return head == "self" and "." in name
+        fn = model.functions.get(fn.parent) if fn.parent else None
+    return False
+
+
+def _plain_class(model: ModuleModel, qualname: str, depth: int) -> bool:
+    """A class of the file that is no nn.Module and derives from nothing outside the file (a
+    trainer object of the user's own): not a framework's callback or trainer subclass."""
+    cls = model.classes.get(qualname)
+    if cls is None or cls.is_module or cls.owns_loop or depth > 5:
+        return False
+    return all(b in ("object", "builtins.object") or (b in model.classes and _plain_class(model, b, depth + 1)) for b in cls.bases)
+
+
+def unset_from_entry(training: TrainingModel, scope: str, index: int, name: str, depth: int = 0) -> bool:
+    """No mode call on any path to `expanded(scope)[index]`, and every path starts in a function
+    that no code of this file calls and that is handed the model (`handed_in`): its callers live
+    in other modules."""
+    if not scope or depth > 3 or mode_events(training.expanded(scope)[:index]):
+        return False
+    callers = training.model.calls_to.get(scope, [])
+    if not callers:
+        return handed_in(training.model, scope, name)
+    head = name.partition(".")[0]
+    for call in callers:
+        if head == "self":
+            if call.receiver != "self":
+                return False
+        elif not any(a.base == head and a.text == head for a in (*call.args, *(v for _, v in call.keywords))):
+            return False  # the model is renamed or built on the way: stay silent
+        try:
+            position = training.expanded(call.function).index(call)
+        except ValueError:
+            return False
+        if not unset_from_entry(training, call.function, position, name, depth + 1):
+            return False
+    return True
+
+
+def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: EventKind) -> Event | None:
+    """A mode call of `kind`, not under any condition, in another function of the file that is
+    handed the same model the same way as `scope` is: another function taking it as a parameter,
+    or another method of the same trainer class on the same `self` attribute."""
+    model = training.model
+    owner = model.functions[scope].owner if scope in model.functions else None
+    on_self = name.startswith("self.")
+    for qualname, fn in model.functions.items():
+        if qualname == scope or (on_self and fn.owner != owner):
+            continue
+        for event in fn.events:
+            if event.kind is not kind or not event.receiver or event.guards or model_key(event.receiver) != model_key(name):
+                continue
+            if event.receiver.startswith("self.") == on_self and handed_in(model, qualname, event.receiver):
+                return event
+    return None
 
 
 # A model rebuilt from saved or other state: its mode is whatever that state had (`from_pretrained` returns it in eval mode).

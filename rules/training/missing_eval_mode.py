@@ -67,7 +67,7 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, first_statement, has_mode_layers, mode_before, mode_events
+from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, first_statement, has_mode_layers, mode_before, mode_events, model_key, sibling_mode_call, unset_from_entry
 
 META = RuleMeta(
     code="TPF008",
@@ -150,7 +150,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if not forwards or not _is_evaluation(ctx, loop, events, forwards):
             continue
         name = uses[0][1]
-        if not name or name == "self" or any(tail(n) != tail(name) for _, n in uses):
+        if not name or name == "self" or any(model_key(n) != model_key(name) for _, n in uses):
             continue
         if mode_events(events):
             continue
@@ -199,7 +199,7 @@ def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
         if not learning or not all(any(g.text == guard.text and not g.negated for g in e.guards) for e in learning):
             continue  # training must happen only on the guarded path
         name = switch.receiver or ""
-        forwards = [e for e in events if training.is_forward(e) and tail(training.forward_target(e)) == tail(name)]
+        forwards = [e for e in events if training.is_forward(e) and model_key(training.forward_target(e)) == model_key(name)]
         if not any(not any(g.text == guard.text for g in f.guards) for f in forwards):
             continue  # the model runs on the guarded path only
         if not has_mode_layers(ctx.model, name, loop.function, ctx.project):
@@ -234,57 +234,15 @@ def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:
     return "the model is still in training mode" if mode == TRAIN else "a new model starts in training mode"
 
 
-def _is_parameter(ctx: Context, scope: str, name: str) -> bool:
-    """`name` comes in as a parameter of the function `scope` (or of a function enclosing it)."""
-    head = name.partition(".")[0]
-    fn = ctx.model.functions.get(scope)
-    while fn is not None:
-        if fn.owner is not None:
-            return False  # a method: its models live on `self`
-        if head in fn.params:
-            return True
-        fn = ctx.model.functions.get(fn.parent) if fn.parent else None
-    return False
-
-
-def _unset_from_entry(ctx: Context, scope: str, index: int, name: str, depth: int = 0) -> bool:
-    """No mode call on any path to `expanded(scope)[index]`, and every path starts in a function
-    that no code of this file calls and that receives the model as a parameter (its callers
-    live in other modules)."""
-    training = ctx.training
-    if not scope or depth > 3 or mode_events(training.expanded(scope)[:index]):
-        return False
-    callers = ctx.model.calls_to.get(scope, [])
-    if not callers:
-        return _is_parameter(ctx, scope, name)
-    head = name.partition(".")[0]
-    for call in callers:
-        if not any(a.base == head and a.text == head for a in (*call.args, *(v for _, v in call.keywords))):
-            return False  # the model is renamed or built on the way: stay silent
-        try:
-            position = training.expanded(call.function).index(call)
-        except ValueError:
-            return False
-        if not _unset_from_entry(ctx, call.function, position, name, depth + 1):
-            return False
-    return True
-
-
 def _sibling_training(ctx: Context, scope: str, index: int, name: str) -> Event | None:
-    """For an evaluation reached only from other modules with the model as a parameter: a
-    function of this file that puts the model it is given in training mode (`train_epoch(model,
-    ...)` calling `model.train()`). Callers use the two in turn, so evaluation starts where that
-    training left the model. None when no such function exists."""
-    if not _unset_from_entry(ctx, scope, index, name):
+    """For an evaluation reached only from other modules (the model a parameter, or an attribute
+    of the trainer object): a function of this file, or a method of the same trainer class, that
+    puts that model in training mode (`train_epoch(model, ...)` calling `model.train()`). Callers
+    use the two in turn, so evaluation starts where that training left the model. None when no
+    such function exists."""
+    if not unset_from_entry(ctx.training, scope, index, name):
         return None
-    for qualname, fn in ctx.model.functions.items():
-        if qualname == scope or fn.owner is not None:
-            continue
-        for event in fn.events:
-            if event.kind is EventKind.TRAIN_MODE and event.receiver and tail(event.receiver) == tail(name):
-                if _is_parameter(ctx, qualname, event.receiver) and not event.guards:
-                    return event
-    return None
+    return sibling_mode_call(ctx.training, scope, name, EventKind.TRAIN_MODE)
 
 
 def _loopless(ctx: Context) -> Iterator[Diagnostic]:
@@ -304,14 +262,15 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
         name = uses[0][1]
         if not name or name == "self" or any(n != name for _, n in uses):
             continue
-        if not (fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)):
-            continue
+        no_grad = fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)
         expanded = training.expanded(qualname)
         if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in expanded) or training.opaque_training_call(expanded):
             continue
+        if not no_grad and not _after_training_only(ctx, qualname):
+            continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
         first = expanded.index(forwards[0])
         mode, setter = mode_before(training, qualname, first, name)
-        sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN else None
+        sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
@@ -326,21 +285,50 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
         )
 
 
+def _after_training_only(ctx: Context, scope: str, depth: int = 0) -> bool:
+    """Every path to `scope` runs after a backward pass (the model was trained above, in the same
+    function or in one it called) and nothing after the call back-propagates: the call evaluates a
+    trained model (`train(model, ...)` then `print(test(model, x_test))`), whatever grad mode it
+    runs in."""
+    training = ctx.training
+    callers = ctx.model.calls_to.get(scope, [])
+    if not callers or depth > 3:
+        return False
+    for call in callers:
+        events = training.expanded(call.function)
+        try:
+            position = events.index(call)
+        except ValueError:
+            return False
+        if any(e.kind is EventKind.BACKWARD for e in events[position:]):
+            return False
+        if not any(e.kind is EventKind.BACKWARD for e in events[:position]) and not _after_training_only(ctx, call.function, depth + 1):
+            return False
+    return True
+
+
 def _after_training(ctx: Context) -> Iterator[Diagnostic]:
-    """A script that trains at module level, then runs the model once under `no_grad`, outside any
-    loop: `for epoch ...: ... loss.backward() ...` then `with torch.no_grad(): acc = (model(xv) ...)`."""
+    """A script that trains at module level (in its own loop or in a function it calls), then runs the
+    model once outside any loop, under `no_grad` or with nothing back-propagated after it: `for epoch
+    ...: ... loss.backward() ...` then `acc = (model(x_test).argmax(1) == y_test).float().mean()`."""
     training = ctx.training
     module = ctx.model.functions.get("")
-    loops = [t.loop for t in training.training_loops if t.loop.function == ""]
-    if module is None or not loops:
+    if module is None or not training.training_loops:
         return
     expanded = training.expanded("")
-    for event, name in _model_uses(ctx, [e for e in module.events if not e.loops and e.no_grad]):
+    trained = [i for i, e in enumerate(expanded) if training.optimizer_of(e)]
+    backwards = [i for i, e in enumerate(expanded) if e.kind is EventKind.BACKWARD]
+    if not trained or not backwards:
+        return
+    for event, name in _model_uses(ctx, [e for e in module.events if not e.loops]):
         if not name or name == "self" or event not in expanded:
             continue
-        if not any(loop.span.end.line < event.span.start.line for loop in loops):
+        index = expanded.index(event)
+        if index < min(trained) or index < min(backwards):
             continue  # not after the training
-        mode, setter = mode_before(training, "", expanded.index(event), name)
+        if not event.no_grad and index < max(backwards):
+            continue  # with autograd on, it may be a training forward: only when nothing back-propagates after it
+        mode, setter = mode_before(training, "", index, name)
         if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, "", ctx.project):
             continue
         anchor = event.contexts[0].span if event.contexts else event.stmt
@@ -349,7 +337,7 @@ def _after_training(ctx: Context) -> Iterator[Diagnostic]:
             event.stmt,
             f"Evaluation runs `{name}` without `{name}.eval()`: {_reason(ctx, TRAIN, None)} after training, so dropout and batch norm behave as in training",
             _fix_before(ctx, anchor.start.line, name, ""),
-            related=[Related(event.span, "model forward"), *_mode_related(ctx, "", expanded.index(event), name, setter)],
+            related=[Related(event.span, "model forward"), *_mode_related(ctx, "", index, name, setter)],
             data={"model": name},
         )
         return  # one finding per script: the first evaluation after training

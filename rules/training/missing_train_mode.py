@@ -54,7 +54,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import first_statement, has_mode_layers
+from torch_preflight.rules.training._modes import first_statement, has_mode_layers, model_key, sibling_mode_call, unset_from_entry
 
 META = RuleMeta(
     code="TPF009",
@@ -107,6 +107,68 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 META, anchor, message, _fix(ctx, loop, receiver, evaluation), related=related, data={"model": receiver}
             )
             break
+    yield from _sibling_evaluation(ctx, reported)
+
+
+def _sibling_evaluation(ctx: Context, reported: set[Span]) -> Iterator[Diagnostic]:
+    """Training reached only from other modules (`train_epoch(model, ...)`, or a trainer's
+    `train_epoch()` on `self.model`) that sets no mode on its way, while an evaluation function or
+    method of the same file, handed the same model the same way, puts it in eval mode and nothing
+    in the file ever calls its `train()`: callers run the two in turn, so every training pass after
+    the first evaluation runs in eval mode."""
+    training = ctx.training
+    for scope, index, anchor, events in _entry_training(ctx):
+        forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
+        names = {model_key(training.forward_target(e)) for e in forwards}
+        if len(names) != 1 or anchor in reported:
+            continue
+        name = training.forward_target(forwards[0]) or ""
+        if not unset_from_entry(training, scope, index, name) or not has_mode_layers(ctx.model, name, scope, ctx.project):
+            continue
+        evaluation = sibling_mode_call(training, scope, name, EventKind.EVAL_MODE)
+        if evaluation is None or any(
+            e.kind is EventKind.TRAIN_MODE and model_key(e.receiver) == model_key(name)
+            for fn in ctx.model.functions.values()
+            for e in fn.events
+        ):
+            continue
+        fn = ctx.model.functions[scope]
+        other = ctx.model.functions.get(evaluation.function)
+        reported.add(anchor)
+        yield report(
+            META,
+            anchor,
+            f"Nothing in this file calls `{name}.train()`, and `{other.qualname if other else 'an evaluation'}()` here "
+            f"leaves the model it is given in eval mode: after the first evaluation `{fn.qualname}()` trains in eval mode",
+            related=[Related(evaluation.span, "switches to eval mode"),
+                     Related(first_statement(fn), f"`{fn.name}()` starts without `{name}.train()`")],
+            data={"model": name},
+        )
+
+
+def _entry_training(ctx: Context) -> Iterator[tuple[str, int, Span, tuple[Event, ...]]]:
+    """Where a function trains: each training loop (its header), and a step function without a loop
+    of its own that back-propagates and steps (its first forward); with the function, the index of
+    the first training event in its expanded events, and the events of that training."""
+    training = ctx.training
+    for found in training.training_loops:
+        loop = found.loop
+        expanded = training.expanded(loop.function)
+        first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
+        if loop.function and first is not None and not any(e.kind in _MODES for e in found.events):
+            yield loop.function, first, loop.header, found.events
+    for qualname, fn in ctx.model.functions.items():
+        expanded = training.expanded(qualname)
+        if not qualname or fn.is_lambda or any(e.loops for e in expanded) or any(e.kind in _MODES for e in expanded):
+            continue
+        if not any(e.kind is EventKind.BACKWARD for e in expanded) or not any(training.optimizer_of(e) for e in expanded):
+            continue
+        forward = next((i for i, e in enumerate(expanded) if training.is_forward(e) and not e.no_grad), None)
+        if forward is not None:
+            yield qualname, forward, expanded[forward].stmt, expanded
+
+
+_MODES = (EventKind.TRAIN_MODE, EventKind.EVAL_MODE)
 
 
 def _trains_after(events: tuple[Event, ...], evaluation: Event) -> bool:
@@ -171,11 +233,11 @@ def _as_passed(ctx: Context, evaluation: Event, events: tuple[Event, ...]) -> st
 
 
 def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
-    name = tail(receiver)
+    name = model_key(receiver)
     if not name or name == "self":
         return False
     training = ctx.training
-    forwards = [e for e in events if training.is_forward(e) and tail(training.forward_target(e)) == name]
+    forwards = [e for e in events if training.is_forward(e) and model_key(training.forward_target(e)) == name]
     if not forwards:
         return False
     # Its forward runs with gradients on inside a loop of this iteration that back-propagates
@@ -186,7 +248,7 @@ def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
     word = re.compile(rf"\b{re.escape(name)}\b")
     for fn in ctx.model.functions.values():
         for event in fn.events:
-            if event.kind is EventKind.TRAIN_MODE and event.receiver and tail(event.receiver) == name:
+            if event.kind is EventKind.TRAIN_MODE and event.receiver and model_key(event.receiver) == name:
                 return True
             if event.kind is EventKind.ASSIGN and event.value is not None and len(event.targets) == 1:
                 if ctx.model.kind_of_value(event.value, event.function) is Kind.OPTIMIZER and word.search(event.value.text):
