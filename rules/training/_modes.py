@@ -131,21 +131,30 @@ def unset_from_entry(training: TrainingModel, scope: str, index: int, name: str,
     return True
 
 
+def same_model_calls(training: TrainingModel, scope: str, name: str, kind: EventKind) -> list[Event]:
+    """Mode calls of `kind` in the file on the model `name` of `scope`, reached the same way: on the
+    same `self` attribute in methods of the same class, or on a model that is not an attribute of
+    `self` elsewhere (a parameter, a global)."""
+    model = training.model
+    owner = model.functions[scope].owner if scope in model.functions else None
+    on_self = name.startswith("self.")
+    return [
+        event
+        for qualname, fn in model.functions.items()
+        if not (on_self and fn.owner != owner)
+        for event in fn.events
+        if event.kind is kind and event.receiver and event.receiver.startswith("self.") == on_self
+        and model_key(event.receiver) == model_key(name)
+    ]
+
+
 def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: EventKind) -> Event | None:
     """A mode call of `kind`, not under any condition, in another function of the file that is
     handed the same model the same way as `scope` is: another function taking it as a parameter,
     or another method of the same trainer class on the same `self` attribute."""
-    model = training.model
-    owner = model.functions[scope].owner if scope in model.functions else None
-    on_self = name.startswith("self.")
-    for qualname, fn in model.functions.items():
-        if qualname == scope or (on_self and fn.owner != owner):
-            continue
-        for event in fn.events:
-            if event.kind is not kind or not event.receiver or event.guards or model_key(event.receiver) != model_key(name):
-                continue
-            if event.receiver.startswith("self.") == on_self and handed_in(model, qualname, event.receiver):
-                return event
+    for event in same_model_calls(training, scope, name, kind):
+        if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or ""):
+            return event
     return None
 
 
@@ -219,7 +228,13 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
             assignments = [first]  # `model = Net()`, then `model = DDP(model)`: still a Net
         for event in assignments:
             callee = _constructed_class(event.value, model) if event.value else None
-            if callee is not None and len(event.targets) == 1:
+            wrapped = _wrapped(event.value) if event.value and len(event.targets) == 1 else None
+            if wrapped is not None:  # `model = DDP(net.to(rank), ...)`: whatever `net` is
+                inner = _classes_of(model, wrapped, scope, depth + 1, project) if wrapped != name else []
+                if not inner:
+                    return []
+                found.extend(inner)
+            elif callee is not None and len(event.targets) == 1:
                 found.append(callee)
             elif event.value is not None and len(event.targets) == 1 and _mode_free_torch(event.value.text, event.value.calls):
                 found.append("")
@@ -242,6 +257,22 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
                 return []
             found.extend(inner)
     return found
+
+
+_WRAPPERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                       "torch.nn.parallel.distributed.DistributedDataParallel", "torch.nn.parallel.data_parallel.DataParallel"})
+_FIRST_ARGUMENT = re.compile(r"^[^(]*\(\s*([A-Za-z_]\w*)((?:\.\w+\([^()]*\))*)\s*[,)]")
+
+
+def _wrapped(value: Value) -> str | None:
+    """The network a data-parallel wrapper is built around: `DDP(net.to(rank), device_ids=[rank])` -> `net`."""
+    if value.callee not in _WRAPPERS:
+        return None
+    match = _FIRST_ARGUMENT.match(value.text)
+    if match is None:
+        return None
+    methods = re.findall(r"\.(\w+)\(", match.group(2))
+    return match.group(1) if set(methods) <= _SAME_MODULE else None
 
 
 # Methods that return the module they are called on (`Net().to(device)`, `model = model.cuda()`).

@@ -54,7 +54,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import first_statement, has_mode_layers, model_key, sibling_mode_call, unset_from_entry
+from torch_preflight.rules.training._modes import first_statement, has_mode_layers, model_key, same_model_calls, sibling_mode_call, unset_from_entry
 
 META = RuleMeta(
     code="TPF009",
@@ -126,11 +126,7 @@ def _sibling_evaluation(ctx: Context, reported: set[Span]) -> Iterator[Diagnosti
         if not unset_from_entry(training, scope, index, name) or not has_mode_layers(ctx.model, name, scope, ctx.project):
             continue
         evaluation = sibling_mode_call(training, scope, name, EventKind.EVAL_MODE)
-        if evaluation is None or any(
-            e.kind is EventKind.TRAIN_MODE and model_key(e.receiver) == model_key(name)
-            for fn in ctx.model.functions.values()
-            for e in fn.events
-        ):
+        if evaluation is None or same_model_calls(training, scope, name, EventKind.TRAIN_MODE):
             continue
         fn = ctx.model.functions[scope]
         other = ctx.model.functions.get(evaluation.function)
