@@ -216,6 +216,32 @@ def _mode_free_torch(text: str, calls: tuple[str, ...]) -> bool:
     return True
 
 
+_RNN_CALL = re.compile(r"\b(RNN|LSTM|GRU)\s*\(")
+
+
+def without_inert_rnn_dropout(text: str) -> str:
+    """`text` with the arguments of each recurrent layer built with a single layer blanked out:
+    `nn.RNN(n, h, dropout=0.5)` drops out only between stacked layers, so with one layer (no
+    `num_layers`, at most two positional arguments) its `dropout` does nothing in either mode."""
+    out, position = [], 0
+    for match in _RNN_CALL.finditer(text):
+        if match.start() < position:
+            continue
+        depth, end = 0, None
+        for i in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        if end is None:
+            break
+        arguments = text[match.end() : end]
+        if "num_layers" not in arguments and arguments.count(",") - arguments.count("=") < 2 and "*" not in arguments:
+            out.append(text[position : match.end()])
+            position = end
+    return "".join(out) + text[position:]
+
+
 def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: ProjectView) -> list[str]:
     if depth > 3:
         return []
@@ -319,7 +345,7 @@ def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) ->
         elif not base.startswith("torch.nn."):
             return True  # an unknown base class may hold anything
     text = model.source.slice(cls.span)
-    if _MODE_LAYERS.search(text):
+    if _MODE_LAYERS.search(without_inert_rnn_dropout(text)):
         return True
     for other, info in model.classes.items():
         if other != qualname and re.search(rf"\b{re.escape(info.name)}\s*\(", text) and _class_has_mode_layers(model, other, seen):
@@ -327,7 +353,9 @@ def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) ->
     # Layers built from libraries the file cannot see (torchvision, timm, ...) may hold dropout.
     for method in cls.methods.values():
         for event in model.functions[method].events:
-            if event.kind is EventKind.CALL and event.name and model.imports.is_imported(event.name) and not event.name.startswith("torch."):
+            # `F.softmax(x).view(...)`: a method on a torch call's result is torch's too
+            qualified = model.imports.resolve(event.name.partition("(")[0]) if event.name else None
+            if event.kind is EventKind.CALL and event.name and model.imports.is_imported(event.name) and not (qualified or "").startswith("torch."):
                 if event.name.partition(".")[0] not in ("math", "numpy", "np", "functools", "itertools", "typing", "dataclasses"):
                     return True
     return False
