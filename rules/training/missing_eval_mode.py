@@ -365,8 +365,27 @@ def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards
     named = bool(fn and _EVAL_FUNCTION.search(fn.name))
     runs = [e for e in events if training.is_forward(e)] if training.is_forward(forwards[0]) else forwards
     no_grad = not training.grad_enabled_at(loop) or all(e.no_grad for e in runs)
-    over_eval_data = bool(loop.iter and _EVAL_DATA.search(loop.iter.text))
-    return named or (no_grad and over_eval_data)
+    return named or (no_grad and _over_eval_data(ctx, loop))
+
+
+def _over_eval_data(ctx: Context, loop: Loop) -> bool:
+    """The loop iterates over validation or test data: named so, or a parameter of its function
+    that a call of this file fills with such data (`compute_accuracy(model, test_loader)`)."""
+    if loop.iter is None:
+        return False
+    if _EVAL_DATA.search(loop.iter.text):
+        return True
+    fn = ctx.model.functions.get(loop.function)
+    params = [n for n in loop.iter.names if fn is not None and n in fn.params and n != "self"]  # also `enumerate(loader)`
+    if fn is None or len(params) != 1:
+        return False
+    head = params[0]
+    position = fn.params.index(head) - (1 if fn.owner else 0)
+    for call in ctx.model.calls_to.get(loop.function, []):
+        arg = call.keyword(head) or (call.args[position] if 0 <= position < len(call.args) else None)
+        if arg is not None and _EVAL_DATA.search(arg.text):
+            return True
+    return False
 
 
 def _fix(ctx: Context, loop: Loop, name: str, events: tuple[Event, ...]) -> Fix | None:
