@@ -78,7 +78,7 @@ META = RuleMeta(
 )
 
 _EVAL_FUNCTION = re.compile(
-    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid|inference|infer)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$",
+    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid|inference|infer|predict|prediction|predictions|accuracy|acc)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$",
     re.I,
 )
 _EVAL_DATA = re.compile(r"val|valid|test|eval|dev_|holdout", re.I)
@@ -308,19 +308,29 @@ def _after_training_only(ctx: Context, scope: str, depth: int = 0) -> bool:
 
 
 def _after_training(ctx: Context) -> Iterator[Diagnostic]:
-    """A script that trains at module level (in its own loop or in a function it calls), then runs the
+    """A script or function that trains (in its own loop or in a function it calls), then runs the
     model once outside any loop, under `no_grad` or with nothing back-propagated after it: `for epoch
     ...: ... loss.backward() ...` then `acc = (model(x_test).argmax(1) == y_test).float().mean()`."""
     training = ctx.training
-    module = ctx.model.functions.get("")
-    if module is None or not training.training_loops:
+    if not training.training_loops:
         return
-    expanded = training.expanded("")
+    for scope, fn in ctx.model.functions.items():
+        cls = ctx.model.enclosing_class(scope) if scope else None
+        if fn.is_lambda or (cls is not None and (cls.is_module or cls.owns_loop)):
+            continue
+        found = _first_evaluation_after_training(ctx, scope, [e for e in fn.events if not e.loops and e.function == scope])
+        if found is not None:
+            yield found
+
+
+def _first_evaluation_after_training(ctx: Context, scope: str, events: list[Event]) -> Diagnostic | None:
+    training = ctx.training
+    expanded = training.expanded(scope)
     trained = [i for i, e in enumerate(expanded) if training.optimizer_of(e)]
     backwards = [i for i, e in enumerate(expanded) if e.kind is EventKind.BACKWARD]
     if not trained or not backwards:
-        return
-    for event, name in _model_uses(ctx, [e for e in module.events if not e.loops]):
+        return None
+    for event, name in _model_uses(ctx, events):
         if not name or name == "self" or event not in expanded:
             continue
         index = expanded.index(event)
@@ -328,19 +338,19 @@ def _after_training(ctx: Context) -> Iterator[Diagnostic]:
             continue  # not after the training
         if not event.no_grad and index < max(backwards):
             continue  # with autograd on, it may be a training forward: only when nothing back-propagates after it
-        mode, setter = mode_before(training, "", index, name)
-        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, "", ctx.project):
+        mode, setter = mode_before(training, scope, index, name)
+        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, scope, ctx.project):
             continue
         anchor = event.contexts[0].span if event.contexts else event.stmt
-        yield report(
+        return report(
             META,
             event.stmt,
             f"Evaluation runs `{name}` without `{name}.eval()`: {_reason(ctx, TRAIN, None)} after training, so dropout and batch norm behave as in training",
-            _fix_before(ctx, anchor.start.line, name, ""),
-            related=[Related(event.span, "model forward"), *_mode_related(ctx, "", index, name, setter)],
+            _fix_before(ctx, anchor.start.line, name, scope),
+            related=[Related(event.span, "model forward"), *_mode_related(ctx, scope, index, name, setter)],
             data={"model": name},
         )
-        return  # one finding per script: the first evaluation after training
+    return None  # one finding per function: the first evaluation after training
 
 
 def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
