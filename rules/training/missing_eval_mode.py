@@ -1,25 +1,37 @@
 """## What it does
 Flags an evaluation loop that runs a model with no `model.eval()` on the way to it: a
-`no_grad` loop over a validation or test loader, or a loop in a function named like
-`evaluate` / `validate` / `test`, where the last mode call before the loop (in the
-function, or on every path through its callers in the file) is `model.train()`, or where
-no mode call comes before it at module level (a fresh model is in training mode). A
-function named like that with no loop, whose single full-batch forward runs under
-`no_grad` (graph networks, small tabular sets), is checked the same way, and so is the loop of
-a function named like `inference`. So is a script's forward under `no_grad` after its
-training loop, at module level and outside any loop (the final test-set evaluation of a
-tabular or notebook-style script). A model counts as run when it is called, when its own
+`no_grad` loop over a validation or test loader (named so, or a loader parameter that a call of
+the file fills with such data: `compute_accuracy(model, test_loader)`), or a loop in a function
+named like `evaluate` / `validate` / `test` / `predict` / `accuracy`, where the last mode call
+before the loop (in the function, or on every path through its callers in the file) is
+`model.train()`, or where no mode call comes before it at module level (a fresh model is in
+training mode). A function named like that with no loop, whose single full-batch forward runs
+under `no_grad` (graph networks, small tabular sets), is checked the same way, and so is the loop of
+a function named like `inference`; with autograd on, such a function is checked only when every
+caller trained the model just before and back-propagates nothing after the call. So is a forward
+outside any loop after a training loop, at module level or in the function that trained (the
+final test-set evaluation of a tabular or notebook-style script), under `no_grad` or with nothing
+back-propagated after it. A model counts as run when it is called, when its own
 methods run on inputs (`model.encode(src)`, `model.module.test(x)`), also inside a helper of the
 file it is handed to (`greedy_decode(model, ...)`), and when a callable the function is given is
-applied to it (`model_fn(model, x)`, as in ignite's step factories).
+applied to it (`model_fn(model, x)`, as in ignite's step factories). `model.module.train()` sets
+the mode of the network behind DataParallel / DistributedDataParallel.
+
+The finding sits on the evaluation loop (or the forward); its related locations name the call that
+left the model in training mode and, when the evaluation function sets no mode itself, its first
+statement: where its `eval()` belongs.
 
 A train/validation phase loop (`for phase in ["train", "val"]:`) that calls `model.train()`
 only when `phase == "train"`, back-propagates only on that path, and runs the model on every
 path is flagged at the `train()` call: the validation phase runs in training mode.
 
-An evaluation function reached only from other modules, with the model as a parameter, that
-runs it under `no_grad` is flagged when a function of the same file puts the model it is given
-in training mode (`train_epoch(model, ...)` calling `model.train()`): callers run the two in turn.
+An evaluation reached only from other modules that runs its model under `no_grad` is flagged when
+the model is handed to it the same way as to a training function of the same file that puts it in
+training mode: both take it as a parameter (`train_epoch(model, ...)` calling `model.train()`), or
+both are methods of the same trainer class working on the same attribute (`self.model.train()` in
+`train_epoch()`, and `evaluate()` without `self.model.eval()`). Callers run the two in turn.
+Hooks of a framework's classes (Lightning modules and callbacks, Hugging Face `Trainer` subclasses
+and `TrainerCallback`s) are left alone: the framework sets the modes around them.
 
 ## Why is this bad?
 In training mode, dropout keeps dropping activations and batch norm normalises with the
@@ -28,7 +40,7 @@ Metrics come out noisy and too low, and the model's running statistics drift. No
 raises.
 
 Models whose class is in the file and has no dropout or batch norm behave the same in
-both modes and are not flagged. When the function is only called from code this file
+both modes and are not flagged (a recurrent layer's `dropout` with a single layer does nothing). When the function is only called from code this file
 cannot see and nothing in the file trains a model it is given, or another model's mode is
 set, the rule stays silent.
 

@@ -1,7 +1,18 @@
 """## What it does
 Flags an epoch loop that puts the model in evaluation mode (`model.eval()`, directly or
 in a function it calls) and trains it in the same loop, but never calls `model.train()`
-inside the loop.
+inside the loop. The finding sits where training runs in eval mode: the epoch loop when it
+trains in its own body, else the batch loop nested in it or in the training function it calls
+(`train_one_epoch()`), or the first forward of a step function without a loop of its own
+(`train_iter()`); the `eval()` call, the epoch loop and the start of the called training
+function (where its `train()` belongs) are related locations.
+
+Training reached only from other modules (the model a parameter, or an attribute of a trainer
+object) that sets no mode on its way is flagged when an evaluation function of the same file,
+handed the same model the same way (another function taking it as a parameter, another method of
+the same trainer class on the same attribute), puts it in eval mode unconditionally and nothing in
+the file ever calls its `train()`: callers run the two in turn. Hooks of a framework's classes
+(Lightning callbacks, Hugging Face `TrainerCallback`s) are left alone.
 
 ## Why is this bad?
 `model.eval()` sticks until `model.train()` undoes it. After the first evaluation every
