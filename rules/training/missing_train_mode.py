@@ -158,12 +158,14 @@ def _entry_training(ctx: Context) -> Iterator[tuple[str, int, Span, tuple[Event,
     of its own that back-propagates and steps (its first forward); with the function, the index of
     the first training event in its expanded events, and the events of that training."""
     training = ctx.training
-    for found in training.training_loops:
-        loop = found.loop
+    for loop in ctx.model.loops.values():
+        events = training.iteration(loop)
+        if not loop.function or not (training.is_training_loop(loop) or _steps_through_a_call(ctx, events)):
+            continue
         expanded = training.expanded(loop.function)
         first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
-        if loop.function and first is not None and not any(e.kind in _MODES for e in found.events):
-            yield loop.function, first, loop.header, found.events
+        if first is not None and not any(e.kind in _MODES for e in events):
+            yield loop.function, first, loop.header, events
     for qualname, fn in ctx.model.functions.items():
         expanded = training.expanded(qualname)
         if not qualname or fn.is_lambda or any(e.loops for e in expanded) or any(e.kind in _MODES for e in expanded):
@@ -176,6 +178,18 @@ def _entry_training(ctx: Context) -> Iterator[tuple[str, int, Span, tuple[Event,
 
 
 _MODES = (EventKind.TRAIN_MODE, EventKind.EVAL_MODE)
+
+
+def _steps_through_a_call(ctx: Context, events: tuple[Event, ...]) -> bool:
+    """The pass back-propagates and steps inside a call this file cannot see that is handed the
+    optimizer (timm's `loss_scaler(loss, optimizer, parameters=model.parameters())`), with no
+    backward or step of its own."""
+    if any(e.kind in (EventKind.BACKWARD, EventKind.STEP) for e in events):
+        return False
+    call = ctx.training.opaque_training_call(tuple(e for e in events if not e.inner))
+    return call is not None and any(
+        a.base and ctx.model.kind_of(a.base, call.function) is Kind.OPTIMIZER for a in (*call.args, *(v for _, v in call.keywords))
+    )
 
 
 def _trains_after(events: tuple[Event, ...], evaluation: Event) -> bool:
