@@ -79,7 +79,18 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, first_statement, has_mode_layers, mode_before, mode_events, model_key, sibling_mode_call, unset_from_entry
+from torch_preflight.rules.training._modes import (
+    DEFAULT,
+    TRAIN,
+    UNKNOWN,
+    first_statement,
+    has_mode_layers,
+    mode_before,
+    mode_events,
+    model_key,
+    sibling_mode_call,
+    unset_from_entry,
+)
 
 META = RuleMeta(
     code="TPF008",

@@ -61,11 +61,17 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
-from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import first_statement, has_mode_layers, model_key, same_model_calls, sibling_mode_call, unset_from_entry
+from torch_preflight.rules.training._modes import (
+    first_statement,
+    has_mode_layers,
+    model_key,
+    same_model_calls,
+    sibling_mode_call,
+    unset_from_entry,
+)
 
 META = RuleMeta(
     code="TPF009",
