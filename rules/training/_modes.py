@@ -336,13 +336,13 @@ def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) ->
         return False
     seen.add(qualname)
     cls = model.classes[qualname]
-    if not cls.is_module:
-        return True
+    # A plain class of the file (a from-scratch network with its own `forward` and `backward`) has no
+    # modes unless it builds torch layers, which the checks below read like a module's.
     for base in cls.bases:
         if base in model.classes:
             if _class_has_mode_layers(model, base, seen):
                 return True
-        elif not base.startswith("torch.nn."):
+        elif not base.startswith("torch.nn.") and base not in ("object", "builtins.object"):
             return True  # an unknown base class may hold anything
     text = model.source.slice(cls.span)
     if _MODE_LAYERS.search(without_inert_rnn_dropout(text)):

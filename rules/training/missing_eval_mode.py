@@ -175,7 +175,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         name = uses[0][1]
         if not name or name == "self" or any(model_key(n) != model_key(name) for _, n in uses):
             continue
-        if mode_events(events):
+        if mode_events(events) or _drawn_from_a_loop(ctx, loop, name):
             continue
         expanded = training.expanded(loop.function)
         first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
@@ -399,6 +399,18 @@ def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards
     runs = [e for e in events if training.is_forward(e)] if training.is_forward(forwards[0]) else forwards
     no_grad = not training.grad_enabled_at(loop) or all(e.no_grad for e in runs)
     return named or (no_grad and _over_eval_data(ctx, loop))
+
+
+def _drawn_from_a_loop(ctx: Context, loop: Loop, name: str) -> bool:
+    """The model is a target of this loop or of one around it (`for model in models:`): one network
+    per pass, each of its own class and mode, which no mode call by name can follow."""
+    head = name.partition(".")[0]
+    current: Loop | None = loop
+    while current is not None:
+        if head in current.targets:
+            return True
+        current = ctx.model.loops.get(current.parent) if current.parent is not None else None
+    return False
 
 
 def _over_eval_data(ctx: Context, loop: Loop) -> bool:
