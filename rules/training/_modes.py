@@ -97,6 +97,16 @@ def handed_in(model: ModuleModel, scope: str, name: str) -> bool:
     return False
 
 
+def _networks_mode_free(model: ModuleModel) -> bool:
+    """The file defines networks (nn.Module classes), none with dropout or batch norm, and names
+    no such layer anywhere."""
+    networks = [q for q, c in model.classes.items() if c.is_module]
+    if not networks or any(_class_has_mode_layers(model, q, set()) for q in networks):
+        return False
+    called = (name for fn in model.functions.values() for e in fn.events for name in (e.name, *(e.value.calls if e.value else ())))
+    return not any(name and _MODE_LAYERS.search(name) for name in called)  # `nn.Sequential(..., nn.Dropout(0.1))` outside a class
+
+
 def _plain_class(model: ModuleModel, qualname: str, depth: int) -> bool:
     """A class of the file that is no nn.Module and derives from nothing outside the file (a
     trainer object of the user's own): not a framework's callback or trainer subclass."""
@@ -151,7 +161,11 @@ def same_model_calls(training: TrainingModel, scope: str, name: str, kind: Event
 def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: EventKind) -> Event | None:
     """A mode call of `kind`, not under any condition, in another function of the file that is
     handed the same model the same way as `scope` is: another function taking it as a parameter,
-    or another method of the same trainer class on the same `self` attribute."""
+    or another method of the same trainer class on the same `self` attribute. None as well when
+    the networks the file defines have no dropout or batch norm: the model handed in is most
+    likely one of them."""
+    if _networks_mode_free(training.model):
+        return None
     for event in same_model_calls(training, scope, name, kind):
         if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or ""):
             return event
