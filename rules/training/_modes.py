@@ -276,6 +276,8 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
                 found.extend(inner)
             elif callee is not None and len(event.targets) == 1:
                 found.append(callee)
+            elif event.value is not None and len(event.targets) == 1 and _built_by_function(model, event.value, scope):
+                found.append("")  # `model = build_model(d)` returning `nn.Sequential(nn.Linear(...), ...)`
             elif event.value is not None and len(event.targets) == 1 and _mode_free_torch(event.value.text, event.value.calls):
                 found.append("")
             elif event.value is not None and len(event.targets) == 1 and _imported_mode_free(model, event.value.calls, project):
@@ -317,6 +319,17 @@ def _wrapped(value: Value) -> str | None:
 
 # Methods that return the module they are called on (`Net().to(device)`, `model = model.cuda()`).
 _SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "share_memory"})
+
+
+def _built_by_function(model: ModuleModel, value: Value, scope: str) -> bool:
+    """`value` calls a function of the file whose every return builds a network of plain torch
+    layers without dropout or batch norm (`return nn.Sequential(nn.Linear(d, 64), nn.ReLU(), ...)`)."""
+    target = model.resolve_function(value.callee, scope) if value.callee else None
+    fn = model.functions.get(target) if target else None
+    if fn is None or value.methods and not set(value.methods) <= _SAME_MODULE:
+        return False
+    returns = [e.value for e in fn.events if e.kind is EventKind.RETURN and e.function == fn.qualname]
+    return bool(returns) and all(v is not None and _mode_free_torch(v.text, v.calls) for v in returns)
 
 
 def _constructed_class(value: Value, model: ModuleModel) -> str | None:
