@@ -326,7 +326,7 @@ def _built_by_function(model: ModuleModel, value: Value, scope: str) -> bool:
     layers without dropout or batch norm (`return nn.Sequential(nn.Linear(d, 64), nn.ReLU(), ...)`)."""
     target = model.resolve_function(value.callee, scope) if value.callee else None
     fn = model.functions.get(target) if target else None
-    if fn is None or value.methods and not set(value.methods) <= _SAME_MODULE:
+    if fn is None or (value.methods and not set(value.methods) <= _SAME_MODULE):
         return False
     returns = [e.value for e in fn.events if e.kind is EventKind.RETURN and e.function == fn.qualname]
     return bool(returns) and all(v is not None and _mode_free_torch(v.text, v.calls) for v in returns)

@@ -244,7 +244,9 @@ def _mode_related(ctx: Context, scope: str, index: int, name: str, setter: Event
     its `eval()` belongs."""
     related = [Related(setter.span, "training mode set here")] if setter is not None else []
     fn = ctx.model.functions.get(scope)
-    if fn is None or not scope or mode_events(ctx.training.expanded(scope)[:index]) or ctx.model.assignments(name, scope):
+    if fn is None or not scope or mode_events(ctx.training.expanded(scope)[:index]) or any(
+        e.function == scope for e in ctx.model.assignments(name, scope)
+    ):
         return related  # it sets a mode itself, or builds the model: its start says nothing
     return [*related, Related(first_statement(fn), f"`{fn.name}()` starts with `{name}` in training mode")]
 
