@@ -98,8 +98,9 @@ def test_tpf009_says_when_the_first_iteration_already_trains_in_eval_mode() -> N
     )
     (first,) = findings(before, "TPF009")
     (second,) = findings(after, "TPF009")
-    assert "from the first iteration on" in first.message and "before the training step" in first.message
-    assert "from the second iteration on" in second.message and "before" not in second.message
+    # reported at the batch loop that trains in eval mode, so counted in epochs of the epoch loop
+    assert "from the first epoch on" in first.message and "before the training" in first.message
+    assert "from the second epoch on" in second.message and "before" not in second.message
 
 
 def test_a_local_container_bound_to_another_name_is_handed_out() -> None:

@@ -107,7 +107,7 @@ def test_imported_step_that_clears_is_clean(tmp_path: Path) -> None:
 def test_imported_evaluate_in_epoch_loop_without_train(tmp_path: Path) -> None:
     script = write(tmp_path, EVAL_IN_EPOCH)
     found = codes(script)
-    assert ("TPF009", 8) in found
+    assert ("TPF009", 9) in found  # the batch loop that trains in eval mode, inside the epoch loop
     result = analyze(script.read_text(), str(script), Config(select=("TPF009",)))
     assert "`net.eval()`" in result.diagnostics[0].message  # the callee's `model` named as passed
 

@@ -7,11 +7,28 @@ import re
 
 from torch_preflight.core.names import tail
 from torch_preflight.core.project import ProjectView
-from torch_preflight.core.semantic import Event, EventKind, ModuleModel, Value
+from torch_preflight.core.semantic import Event, EventKind, Function, ModuleModel, Value
+from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
 
 TRAIN, EVAL, UNKNOWN, DEFAULT = "train", "eval", "unknown", "default"
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout|batch_norm|\.training\b|RReLU|AlphaDropout")
+
+
+def first_statement(fn: Function) -> Span:
+    """The first statement of a function's body that does something (after its docstring): where
+    a mode call that the whole function needs belongs."""
+    own = [e.stmt for e in fn.events if e.function == fn.qualname]
+    return min(own, key=lambda span: span.start.line, default=fn.header)
+
+
+def model_key(name: str | None) -> str:
+    """The network a dotted name holds, for matching mode calls and forwards: `self.model`,
+    `model` and `model.module` (the network behind DataParallel / DDP) all name `model`."""
+    parts = (name or "").split(".")
+    while len(parts) > 1 and parts[-1] == "module":
+        parts.pop()
+    return parts[-1]
 
 
 def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
@@ -20,45 +37,139 @@ def mode_events(events: tuple[Event, ...] | list[Event]) -> list[Event]:
 
 def mode_before(
     training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0, built: str | None = None
-) -> str:
+) -> tuple[str, Event | None]:
     """The mode set by the last mode call before `expanded(scope)[index]`, matching the
-    model by name in `scope` itself and accepting any model in callers. DEFAULT: nothing
-    sets a mode on any path up to module level, or up to the function that builds the model
-    (`model = Net()` in a `train_func(config)` that a launcher calls: a fresh model trains);
-    UNKNOWN when a path leaves the file or is ambiguous. `built`: the model's name in `scope`
-    as the caller below passed it on (None when it is not a plain name)."""
+    model by name in `scope` itself and accepting any model in callers, with that call (None
+    when no call decides it). DEFAULT: nothing sets a mode on any path up to module level, or
+    up to the function that builds the model (`model = Net()` in a `train_func(config)` that a
+    launcher calls: a fresh model trains); UNKNOWN when a path leaves the file or is ambiguous.
+    `built`: the model's name in `scope` as the caller below passed it on (None when it is not
+    a plain name)."""
     events = training.expanded(scope)
     before = mode_events(events[:index])
     if before:
         if model_name is not None:
-            matching = [e for e in before if e.receiver and tail(e.receiver) == tail(model_name)]
+            matching = [e for e in before if e.receiver and model_key(e.receiver) == model_key(model_name)]
             if not matching:
-                return UNKNOWN
+                return UNKNOWN, None
             before = matching
-        return EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN
+        return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1]
     if not scope:
-        return DEFAULT
+        return DEFAULT, None
     local = model_name if model_name is not None else built
     if local is not None and _built_in(scope, events[:index], local):
-        return DEFAULT
+        return DEFAULT, None
     callers = training.model.calls_to.get(scope, [])
     if not callers or depth > 3:
-        return UNKNOWN
+        return UNKNOWN, None
     fn = training.model.functions.get(scope)
-    modes = set()
+    modes: dict[str, Event | None] = {}
     for call in callers:
         caller_events = training.expanded(call.function)
         try:
             position = caller_events.index(call)
         except ValueError:
-            return UNKNOWN
+            return UNKNOWN, None
         passed = _argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
-        modes.add(mode_before(training, call.function, position, None, depth + 1, passed))
-    if modes & {UNKNOWN}:
-        return UNKNOWN
-    if modes & {TRAIN, DEFAULT}:
-        return TRAIN if TRAIN in modes else DEFAULT
-    return EVAL
+        mode, setter = mode_before(training, call.function, position, None, depth + 1, passed)
+        if modes.get(mode) is None:
+            modes[mode] = setter
+    for mode in (UNKNOWN, TRAIN, DEFAULT):
+        if mode in modes:
+            return mode, modes[mode]
+    return EVAL, modes[EVAL]
+
+
+def handed_in(model: ModuleModel, scope: str, name: str) -> bool:
+    """`name` reaches `scope` from its callers: a parameter of the function (or of one enclosing
+    it), or an attribute of `self` in a method of a trainer class (not an nn.Module, not a class
+    whose framework runs the loop): the object holds the model its creator gave it."""
+    head = name.partition(".")[0]
+    fn = model.functions.get(scope)
+    while fn is not None:
+        if fn.owner is not None and not _plain_class(model, fn.owner, 0):
+            return False  # a hook of a framework's class (a callback, a Trainer subclass): the framework sets modes
+        if head in fn.params and head != "self":
+            return True
+        if fn.owner is not None:
+            return head == "self" and "." in name
+        fn = model.functions.get(fn.parent) if fn.parent else None
+    return False
+
+
+def _networks_mode_free(model: ModuleModel) -> bool:
+    """The file defines networks (nn.Module classes), none with dropout or batch norm, and names
+    no such layer anywhere."""
+    networks = [q for q, c in model.classes.items() if c.is_module]
+    if not networks or any(_class_has_mode_layers(model, q, set()) for q in networks):
+        return False
+    called = (name for fn in model.functions.values() for e in fn.events for name in (e.name, *(e.value.calls if e.value else ())))
+    return not any(name and _MODE_LAYERS.search(name) for name in called)  # `nn.Sequential(..., nn.Dropout(0.1))` outside a class
+
+
+def _plain_class(model: ModuleModel, qualname: str, depth: int) -> bool:
+    """A class of the file that is no nn.Module and derives from nothing outside the file (a
+    trainer object of the user's own): not a framework's callback or trainer subclass."""
+    cls = model.classes.get(qualname)
+    if cls is None or cls.is_module or cls.owns_loop or depth > 5:
+        return False
+    return all(b in ("object", "builtins.object") or (b in model.classes and _plain_class(model, b, depth + 1)) for b in cls.bases)
+
+
+def unset_from_entry(training: TrainingModel, scope: str, index: int, name: str, depth: int = 0) -> bool:
+    """No mode call on any path to `expanded(scope)[index]`, and every path starts in a function
+    that no code of this file calls and that is handed the model (`handed_in`): its callers live
+    in other modules."""
+    if not scope or depth > 3 or mode_events(training.expanded(scope)[:index]):
+        return False
+    callers = training.model.calls_to.get(scope, [])
+    if not callers:
+        return handed_in(training.model, scope, name)
+    head = name.partition(".")[0]
+    for call in callers:
+        if head == "self":
+            if call.receiver != "self":
+                return False
+        elif not any(a.base == head and a.text == head for a in (*call.args, *(v for _, v in call.keywords))):
+            return False  # the model is renamed or built on the way: stay silent
+        try:
+            position = training.expanded(call.function).index(call)
+        except ValueError:
+            return False
+        if not unset_from_entry(training, call.function, position, name, depth + 1):
+            return False
+    return True
+
+
+def same_model_calls(training: TrainingModel, scope: str, name: str, kind: EventKind) -> list[Event]:
+    """Mode calls of `kind` in the file on the model `name` of `scope`, reached the same way: on the
+    same `self` attribute in methods of the same class, or on a model that is not an attribute of
+    `self` elsewhere (a parameter, a global)."""
+    model = training.model
+    owner = model.functions[scope].owner if scope in model.functions else None
+    on_self = name.startswith("self.")
+    return [
+        event
+        for qualname, fn in model.functions.items()
+        if not (on_self and fn.owner != owner)
+        for event in fn.events
+        if event.kind is kind and event.receiver and event.receiver.startswith("self.") == on_self
+        and model_key(event.receiver) == model_key(name)
+    ]
+
+
+def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: EventKind) -> Event | None:
+    """A mode call of `kind`, not under any condition, in another function of the file that is
+    handed the same model the same way as `scope` is: another function taking it as a parameter,
+    or another method of the same trainer class on the same `self` attribute. None as well when
+    the networks the file defines have no dropout or batch norm: the model handed in is most
+    likely one of them."""
+    if _networks_mode_free(training.model):
+        return None
+    for event in same_model_calls(training, scope, name, kind):
+        if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or ""):
+            return event
+    return None
 
 
 # A model rebuilt from saved or other state: its mode is whatever that state had (`from_pretrained` returns it in eval mode).
@@ -119,6 +230,32 @@ def _mode_free_torch(text: str, calls: tuple[str, ...]) -> bool:
     return True
 
 
+_RNN_CALL = re.compile(r"\b(RNN|LSTM|GRU)\s*\(")
+
+
+def without_inert_rnn_dropout(text: str) -> str:
+    """`text` with the arguments of each recurrent layer built with a single layer blanked out:
+    `nn.RNN(n, h, dropout=0.5)` drops out only between stacked layers, so with one layer (no
+    `num_layers`, at most two positional arguments) its `dropout` does nothing in either mode."""
+    out, position = [], 0
+    for match in _RNN_CALL.finditer(text):
+        if match.start() < position:
+            continue
+        depth, end = 0, None
+        for i in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        if end is None:
+            break
+        arguments = text[match.end() : end]
+        if "num_layers" not in arguments and arguments.count(",") - arguments.count("=") < 2 and "*" not in arguments:
+            out.append(text[position : match.end()])
+            position = end
+    return "".join(out) + text[position:]
+
+
 def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: ProjectView) -> list[str]:
     if depth > 3:
         return []
@@ -131,8 +268,16 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
             assignments = [first]  # `model = Net()`, then `model = DDP(model)`: still a Net
         for event in assignments:
             callee = _constructed_class(event.value, model) if event.value else None
-            if callee is not None and len(event.targets) == 1:
+            wrapped = _wrapped(event.value) if event.value and len(event.targets) == 1 else None
+            if wrapped is not None:  # `model = DDP(net.to(rank), ...)`: whatever `net` is
+                inner = _classes_of(model, wrapped, scope, depth + 1, project) if wrapped != name else []
+                if not inner:
+                    return []
+                found.extend(inner)
+            elif callee is not None and len(event.targets) == 1:
                 found.append(callee)
+            elif event.value is not None and len(event.targets) == 1 and _built_by_function(model, event.value, scope):
+                found.append("")  # `model = build_model(d)` returning `nn.Sequential(nn.Linear(...), ...)`
             elif event.value is not None and len(event.targets) == 1 and _mode_free_torch(event.value.text, event.value.calls):
                 found.append("")
             elif event.value is not None and len(event.targets) == 1 and _imported_mode_free(model, event.value.calls, project):
@@ -156,8 +301,35 @@ def _classes_of(model: ModuleModel, name: str, scope: str, depth: int, project: 
     return found
 
 
+_WRAPPERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                       "torch.nn.parallel.distributed.DistributedDataParallel", "torch.nn.parallel.data_parallel.DataParallel"})
+_FIRST_ARGUMENT = re.compile(r"^[^(]*\(\s*([A-Za-z_]\w*)((?:\.\w+\([^()]*\))*)\s*[,)]")
+
+
+def _wrapped(value: Value) -> str | None:
+    """The network a data-parallel wrapper is built around: `DDP(net.to(rank), device_ids=[rank])` -> `net`."""
+    if value.callee not in _WRAPPERS:
+        return None
+    match = _FIRST_ARGUMENT.match(value.text)
+    if match is None:
+        return None
+    methods = re.findall(r"\.(\w+)\(", match.group(2))
+    return match.group(1) if set(methods) <= _SAME_MODULE else None
+
+
 # Methods that return the module they are called on (`Net().to(device)`, `model = model.cuda()`).
 _SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "share_memory"})
+
+
+def _built_by_function(model: ModuleModel, value: Value, scope: str) -> bool:
+    """`value` calls a function of the file whose every return builds a network of plain torch
+    layers without dropout or batch norm (`return nn.Sequential(nn.Linear(d, 64), nn.ReLU(), ...)`)."""
+    target = model.resolve_function(value.callee, scope) if value.callee else None
+    fn = model.functions.get(target) if target else None
+    if fn is None or (value.methods and not set(value.methods) <= _SAME_MODULE):
+        return False
+    returns = [e.value for e in fn.events if e.kind is EventKind.RETURN and e.function == fn.qualname]
+    return bool(returns) and all(v is not None and _mode_free_torch(v.text, v.calls) for v in returns)
 
 
 def _constructed_class(value: Value, model: ModuleModel) -> str | None:
@@ -191,16 +363,16 @@ def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) ->
         return False
     seen.add(qualname)
     cls = model.classes[qualname]
-    if not cls.is_module:
-        return True
+    # A plain class of the file (a from-scratch network with its own `forward` and `backward`) has no
+    # modes unless it builds torch layers, which the checks below read like a module's.
     for base in cls.bases:
         if base in model.classes:
             if _class_has_mode_layers(model, base, seen):
                 return True
-        elif not base.startswith("torch.nn."):
+        elif not base.startswith("torch.nn.") and base not in ("object", "builtins.object"):
             return True  # an unknown base class may hold anything
     text = model.source.slice(cls.span)
-    if _MODE_LAYERS.search(text):
+    if _MODE_LAYERS.search(without_inert_rnn_dropout(text)):
         return True
     for other, info in model.classes.items():
         if other != qualname and re.search(rf"\b{re.escape(info.name)}\s*\(", text) and _class_has_mode_layers(model, other, seen):
@@ -208,7 +380,9 @@ def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) ->
     # Layers built from libraries the file cannot see (torchvision, timm, ...) may hold dropout.
     for method in cls.methods.values():
         for event in model.functions[method].events:
-            if event.kind is EventKind.CALL and event.name and model.imports.is_imported(event.name) and not event.name.startswith("torch."):
+            # `F.softmax(x).view(...)`: a method on a torch call's result is torch's too
+            qualified = model.imports.resolve(event.name.partition("(")[0]) if event.name else None
+            if event.kind is EventKind.CALL and event.name and model.imports.is_imported(event.name) and not (qualified or "").startswith("torch."):
                 if event.name.partition(".")[0] not in ("math", "numpy", "np", "functools", "itertools", "typing", "dataclasses"):
                     return True
     return False

@@ -1,25 +1,37 @@
 """## What it does
 Flags an evaluation loop that runs a model with no `model.eval()` on the way to it: a
-`no_grad` loop over a validation or test loader, or a loop in a function named like
-`evaluate` / `validate` / `test`, where the last mode call before the loop (in the
-function, or on every path through its callers in the file) is `model.train()`, or where
-no mode call comes before it at module level (a fresh model is in training mode). A
-function named like that with no loop, whose single full-batch forward runs under
-`no_grad` (graph networks, small tabular sets), is checked the same way, and so is the loop of
-a function named like `inference`. So is a script's forward under `no_grad` after its
-training loop, at module level and outside any loop (the final test-set evaluation of a
-tabular or notebook-style script). A model counts as run when it is called, when its own
+`no_grad` loop over a validation or test loader (named so, or a loader parameter that a call of
+the file fills with such data: `compute_accuracy(model, test_loader)`), or a loop in a function
+named like `evaluate` / `validate` / `test` / `predict` / `accuracy`, where the last mode call
+before the loop (in the function, or on every path through its callers in the file) is
+`model.train()`, or where no mode call comes before it at module level (a fresh model is in
+training mode). A function named like that with no loop, whose single full-batch forward runs
+under `no_grad` (graph networks, small tabular sets), is checked the same way, and so is the loop of
+a function named like `inference`; with autograd on, such a function is checked only when every
+caller trained the model just before and back-propagates nothing after the call. So is a forward
+outside any loop after a training loop, at module level or in the function that trained (the
+final test-set evaluation of a tabular or notebook-style script), under `no_grad` or with nothing
+back-propagated after it. A model counts as run when it is called, when its own
 methods run on inputs (`model.encode(src)`, `model.module.test(x)`), also inside a helper of the
 file it is handed to (`greedy_decode(model, ...)`), and when a callable the function is given is
-applied to it (`model_fn(model, x)`, as in ignite's step factories).
+applied to it (`model_fn(model, x)`, as in ignite's step factories). `model.module.train()` sets
+the mode of the network behind DataParallel / DistributedDataParallel.
+
+The finding sits on the evaluation loop (or the forward); its related locations name the call that
+left the model in training mode and, when the evaluation function sets no mode itself, its first
+statement: where its `eval()` belongs.
 
 A train/validation phase loop (`for phase in ["train", "val"]:`) that calls `model.train()`
 only when `phase == "train"`, back-propagates only on that path, and runs the model on every
 path is flagged at the `train()` call: the validation phase runs in training mode.
 
-An evaluation function reached only from other modules, with the model as a parameter, that
-runs it under `no_grad` is flagged when a function of the same file puts the model it is given
-in training mode (`train_epoch(model, ...)` calling `model.train()`): callers run the two in turn.
+An evaluation reached only from other modules that runs its model under `no_grad` is flagged when
+the model is handed to it the same way as to a training function of the same file that puts it in
+training mode: both take it as a parameter (`train_epoch(model, ...)` calling `model.train()`), or
+both are methods of the same trainer class working on the same attribute (`self.model.train()` in
+`train_epoch()`, and `evaluate()` without `self.model.eval()`). Callers run the two in turn.
+Hooks of a framework's classes (Lightning modules and callbacks, Hugging Face `Trainer` subclasses
+and `TrainerCallback`s) are left alone: the framework sets the modes around them.
 
 ## Why is this bad?
 In training mode, dropout keeps dropping activations and batch norm normalises with the
@@ -28,7 +40,7 @@ Metrics come out noisy and too low, and the model's running statistics drift. No
 raises.
 
 Models whose class is in the file and has no dropout or batch norm behave the same in
-both modes and are not flagged. When the function is only called from code this file
+both modes and are not flagged (a recurrent layer's `dropout` with a single layer does nothing). When the function is only called from code this file
 cannot see and nothing in the file trains a model it is given, or another model's mode is
 set, the rule stays silent.
 
@@ -67,7 +79,18 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import DEFAULT, TRAIN, UNKNOWN, has_mode_layers, mode_before, mode_events
+from torch_preflight.rules.training._modes import (
+    DEFAULT,
+    TRAIN,
+    UNKNOWN,
+    first_statement,
+    has_mode_layers,
+    mode_before,
+    mode_events,
+    model_key,
+    sibling_mode_call,
+    unset_from_entry,
+)
 
 META = RuleMeta(
     code="TPF008",
@@ -78,7 +101,7 @@ META = RuleMeta(
 )
 
 _EVAL_FUNCTION = re.compile(
-    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid|inference|infer)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$",
+    r"(^|_)(eval|evaluate|evaluation|validate|validation|val|valid|inference|infer|predict|prediction|predictions|accuracy|acc)(_|$)|^(run_)?test(_epoch|_model|_loop|_one_epoch|_func|_fn)?$",
     re.I,
 )
 _EVAL_DATA = re.compile(r"val|valid|test|eval|dev_|holdout", re.I)
@@ -150,24 +173,22 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if not forwards or not _is_evaluation(ctx, loop, events, forwards):
             continue
         name = uses[0][1]
-        if not name or name == "self" or any(tail(n) != tail(name) for _, n in uses):
+        if not name or name == "self" or any(model_key(n) != model_key(name) for _, n in uses):
             continue
-        if mode_events(events):
+        if mode_events(events) or _drawn_from_a_loop(ctx, loop, name):
             continue
         expanded = training.expanded(loop.function)
         first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
         if first is None:
             continue
-        mode = mode_before(training, loop.function, first, name)
+        mode, setter = mode_before(training, loop.function, first, name)
         # Only an evaluation that also turns gradients off reads as one for sure: a loop with autograd on
         # (a calibration pass handed to `quantize()`, a loss evaluation) may run in whatever mode its caller chose.
         no_grad = not training.grad_enabled_at(loop) or all(f.no_grad for f in forwards)
         sibling = _sibling_training(ctx, loop.function, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
             continue
-        related = [Related(forwards[0].span, "model forward")]
-        if sibling is not None:
-            related.append(Related(sibling.span, "training mode set here"))
+        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
         yield report(
             META,
             loop.header,
@@ -201,7 +222,7 @@ def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
         if not learning or not all(any(g.text == guard.text and not g.negated for g in e.guards) for e in learning):
             continue  # training must happen only on the guarded path
         name = switch.receiver or ""
-        forwards = [e for e in events if training.is_forward(e) and tail(training.forward_target(e)) == tail(name)]
+        forwards = [e for e in events if training.is_forward(e) and model_key(training.forward_target(e)) == model_key(name)]
         if not any(not any(g.text == guard.text for g in f.guards) for f in forwards):
             continue  # the model runs on the guarded path only
         if not has_mode_layers(ctx.model, name, loop.function, ctx.project):
@@ -216,6 +237,20 @@ def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
         )
 
 
+def _mode_related(ctx: Context, scope: str, index: int, name: str, setter: Event | None) -> list[Related]:
+    """Where the training mode comes from: the call that set it (`model.train()` in a training
+    function run before this one), and, when `scope` sets no mode of its own before the point,
+    its first statement: the function starts with the model in training mode, and that is where
+    its `eval()` belongs."""
+    related = [Related(setter.span, "training mode set here")] if setter is not None else []
+    fn = ctx.model.functions.get(scope)
+    if fn is None or not scope or mode_events(ctx.training.expanded(scope)[:index]) or any(
+        e.function == scope for e in ctx.model.assignments(name, scope)
+    ):
+        return related  # it sets a mode itself, or builds the model: its start says nothing
+    return [*related, Related(first_statement(fn), f"`{fn.name}()` starts with `{name}` in training mode")]
+
+
 def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:
     if sibling is not None:
         fn = ctx.model.functions.get(sibling.function)
@@ -224,57 +259,15 @@ def _reason(ctx: Context, mode: str, sibling: Event | None) -> str:
     return "the model is still in training mode" if mode == TRAIN else "a new model starts in training mode"
 
 
-def _is_parameter(ctx: Context, scope: str, name: str) -> bool:
-    """`name` comes in as a parameter of the function `scope` (or of a function enclosing it)."""
-    head = name.partition(".")[0]
-    fn = ctx.model.functions.get(scope)
-    while fn is not None:
-        if fn.owner is not None:
-            return False  # a method: its models live on `self`
-        if head in fn.params:
-            return True
-        fn = ctx.model.functions.get(fn.parent) if fn.parent else None
-    return False
-
-
-def _unset_from_entry(ctx: Context, scope: str, index: int, name: str, depth: int = 0) -> bool:
-    """No mode call on any path to `expanded(scope)[index]`, and every path starts in a function
-    that no code of this file calls and that receives the model as a parameter (its callers
-    live in other modules)."""
-    training = ctx.training
-    if not scope or depth > 3 or mode_events(training.expanded(scope)[:index]):
-        return False
-    callers = ctx.model.calls_to.get(scope, [])
-    if not callers:
-        return _is_parameter(ctx, scope, name)
-    head = name.partition(".")[0]
-    for call in callers:
-        if not any(a.base == head and a.text == head for a in (*call.args, *(v for _, v in call.keywords))):
-            return False  # the model is renamed or built on the way: stay silent
-        try:
-            position = training.expanded(call.function).index(call)
-        except ValueError:
-            return False
-        if not _unset_from_entry(ctx, call.function, position, name, depth + 1):
-            return False
-    return True
-
-
 def _sibling_training(ctx: Context, scope: str, index: int, name: str) -> Event | None:
-    """For an evaluation reached only from other modules with the model as a parameter: a
-    function of this file that puts the model it is given in training mode (`train_epoch(model,
-    ...)` calling `model.train()`). Callers use the two in turn, so evaluation starts where that
-    training left the model. None when no such function exists."""
-    if not _unset_from_entry(ctx, scope, index, name):
+    """For an evaluation reached only from other modules (the model a parameter, or an attribute
+    of the trainer object): a function of this file, or a method of the same trainer class, that
+    puts that model in training mode (`train_epoch(model, ...)` calling `model.train()`). Callers
+    use the two in turn, so evaluation starts where that training left the model. None when no
+    such function exists."""
+    if not unset_from_entry(ctx.training, scope, index, name):
         return None
-    for qualname, fn in ctx.model.functions.items():
-        if qualname == scope or fn.owner is not None:
-            continue
-        for event in fn.events:
-            if event.kind is EventKind.TRAIN_MODE and event.receiver and tail(event.receiver) == tail(name):
-                if _is_parameter(ctx, qualname, event.receiver) and not event.guards:
-                    return event
-    return None
+    return sibling_mode_call(ctx.training, scope, name, EventKind.TRAIN_MODE)
 
 
 def _loopless(ctx: Context) -> Iterator[Diagnostic]:
@@ -294,20 +287,19 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
         name = uses[0][1]
         if not name or name == "self" or any(n != name for _, n in uses):
             continue
-        if not (fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)):
-            continue
+        no_grad = fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)
         expanded = training.expanded(qualname)
         if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in expanded) or training.opaque_training_call(expanded):
             continue
+        if not no_grad and not _after_training_only(ctx, qualname):
+            continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
         first = expanded.index(forwards[0])
-        mode = mode_before(training, qualname, first, name)
-        sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN else None
+        mode, setter = mode_before(training, qualname, first, name)
+        sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
-        related = [Related(forwards[0].span, "model forward")]
-        if sibling is not None:
-            related.append(Related(sibling.span, "training mode set here"))
+        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, qualname, first, name, setter or sibling)]
         yield report(
             META,
             forwards[0].stmt,
@@ -318,33 +310,72 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
         )
 
 
-def _after_training(ctx: Context) -> Iterator[Diagnostic]:
-    """A script that trains at module level, then runs the model once under `no_grad`, outside any
-    loop: `for epoch ...: ... loss.backward() ...` then `with torch.no_grad(): acc = (model(xv) ...)`."""
+def _after_training_only(ctx: Context, scope: str, depth: int = 0) -> bool:
+    """Every path to `scope` runs after a backward pass (the model was trained above, in the same
+    function or in one it called) and nothing after the call back-propagates: the call evaluates a
+    trained model (`train(model, ...)` then `print(test(model, x_test))`), whatever grad mode it
+    runs in."""
     training = ctx.training
-    module = ctx.model.functions.get("")
-    loops = [t.loop for t in training.training_loops if t.loop.function == ""]
-    if module is None or not loops:
+    callers = ctx.model.calls_to.get(scope, [])
+    if not callers or depth > 3:
+        return False
+    for call in callers:
+        events = training.expanded(call.function)
+        try:
+            position = events.index(call)
+        except ValueError:
+            return False
+        if any(e.kind is EventKind.BACKWARD for e in events[position:]):
+            return False
+        if not any(e.kind is EventKind.BACKWARD for e in events[:position]) and not _after_training_only(ctx, call.function, depth + 1):
+            return False
+    return True
+
+
+def _after_training(ctx: Context) -> Iterator[Diagnostic]:
+    """A script or function that trains (in its own loop or in a function it calls), then runs the
+    model once outside any loop, under `no_grad` or with nothing back-propagated after it: `for epoch
+    ...: ... loss.backward() ...` then `acc = (model(x_test).argmax(1) == y_test).float().mean()`."""
+    training = ctx.training
+    if not training.training_loops:
         return
-    expanded = training.expanded("")
-    for event, name in _model_uses(ctx, [e for e in module.events if not e.loops and e.no_grad]):
+    for scope, fn in ctx.model.functions.items():
+        cls = ctx.model.enclosing_class(scope) if scope else None
+        if fn.is_lambda or (cls is not None and (cls.is_module or cls.owns_loop)):
+            continue
+        found = _first_evaluation_after_training(ctx, scope, [e for e in fn.events if not e.loops and e.function == scope])
+        if found is not None:
+            yield found
+
+
+def _first_evaluation_after_training(ctx: Context, scope: str, events: list[Event]) -> Diagnostic | None:
+    training = ctx.training
+    expanded = training.expanded(scope)
+    trained = [i for i, e in enumerate(expanded) if training.optimizer_of(e)]
+    backwards = [i for i, e in enumerate(expanded) if e.kind is EventKind.BACKWARD]
+    if not trained or not backwards:
+        return None
+    for event, name in _model_uses(ctx, events):
         if not name or name == "self" or event not in expanded:
             continue
-        if not any(loop.span.end.line < event.span.start.line for loop in loops):
+        index = expanded.index(event)
+        if index < min(trained) or index < min(backwards):
             continue  # not after the training
-        mode = mode_before(training, "", expanded.index(event), name)
-        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, "", ctx.project):
+        if not event.no_grad and index < max(backwards):
+            continue  # with autograd on, it may be a training forward: only when nothing back-propagates after it
+        mode, setter = mode_before(training, scope, index, name)
+        if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, scope, ctx.project):
             continue
         anchor = event.contexts[0].span if event.contexts else event.stmt
-        yield report(
+        return report(
             META,
             event.stmt,
             f"Evaluation runs `{name}` without `{name}.eval()`: {_reason(ctx, TRAIN, None)} after training, so dropout and batch norm behave as in training",
-            _fix_before(ctx, anchor.start.line, name, ""),
-            related=[Related(event.span, "model forward")],
+            _fix_before(ctx, anchor.start.line, name, scope),
+            related=[Related(event.span, "model forward"), *_mode_related(ctx, scope, index, name, setter)],
             data={"model": name},
         )
-        return  # one finding per script: the first evaluation after training
+    return None  # one finding per function: the first evaluation after training
 
 
 def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
@@ -369,8 +400,39 @@ def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards
     named = bool(fn and _EVAL_FUNCTION.search(fn.name))
     runs = [e for e in events if training.is_forward(e)] if training.is_forward(forwards[0]) else forwards
     no_grad = not training.grad_enabled_at(loop) or all(e.no_grad for e in runs)
-    over_eval_data = bool(loop.iter and _EVAL_DATA.search(loop.iter.text))
-    return named or (no_grad and over_eval_data)
+    return named or (no_grad and _over_eval_data(ctx, loop))
+
+
+def _drawn_from_a_loop(ctx: Context, loop: Loop, name: str) -> bool:
+    """The model is a target of this loop or of one around it (`for model in models:`): one network
+    per pass, each of its own class and mode, which no mode call by name can follow."""
+    head = name.partition(".")[0]
+    current: Loop | None = loop
+    while current is not None:
+        if head in current.targets:
+            return True
+        current = ctx.model.loops.get(current.parent) if current.parent is not None else None
+    return False
+
+
+def _over_eval_data(ctx: Context, loop: Loop) -> bool:
+    """The loop iterates over validation or test data: named so, or a parameter of its function
+    that a call of this file fills with such data (`compute_accuracy(model, test_loader)`)."""
+    if loop.iter is None:
+        return False
+    if _EVAL_DATA.search(loop.iter.text):
+        return True
+    fn = ctx.model.functions.get(loop.function)
+    params = [n for n in loop.iter.names if fn is not None and n in fn.params and n != "self"]  # also `enumerate(loader)`
+    if fn is None or len(params) != 1:
+        return False
+    head = params[0]
+    position = fn.params.index(head) - (1 if fn.owner else 0)
+    for call in ctx.model.calls_to.get(loop.function, []):
+        arg = call.keyword(head) or (call.args[position] if 0 <= position < len(call.args) else None)
+        if arg is not None and _EVAL_DATA.search(arg.text):
+            return True
+    return False
 
 
 def _fix(ctx: Context, loop: Loop, name: str, events: tuple[Event, ...]) -> Fix | None:

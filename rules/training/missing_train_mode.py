@@ -1,7 +1,18 @@
 """## What it does
 Flags an epoch loop that puts the model in evaluation mode (`model.eval()`, directly or
 in a function it calls) and trains it in the same loop, but never calls `model.train()`
-inside the loop.
+inside the loop. The finding sits where training runs in eval mode: the epoch loop when it
+trains in its own body, else the batch loop nested in it or in the training function it calls
+(`train_one_epoch()`), or the first forward of a step function without a loop of its own
+(`train_iter()`); the `eval()` call, the epoch loop and the start of the called training
+function (where its `train()` belongs) are related locations.
+
+Training reached only from other modules (the model a parameter, or an attribute of a trainer
+object) that sets no mode on its way is flagged when an evaluation function of the same file,
+handed the same model the same way (another function taking it as a parameter, another method of
+the same trainer class on the same attribute), puts it in eval mode unconditionally and nothing in
+the file ever calls its `train()`: callers run the two in turn. Hooks of a framework's classes
+(Lightning callbacks, Hugging Face `TrainerCallback`s) are left alone.
 
 ## Why is this bad?
 `model.eval()` sticks until `model.train()` undoes it. After the first evaluation every
@@ -50,10 +61,17 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
-from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
+from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._modes import has_mode_layers
+from torch_preflight.rules.training._modes import (
+    first_statement,
+    has_mode_layers,
+    model_key,
+    same_model_calls,
+    sibling_mode_call,
+    unset_from_entry,
+)
 
 META = RuleMeta(
     code="TPF009",
@@ -66,6 +84,7 @@ META = RuleMeta(
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
+    reported: set[Span] = set()
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
         evals = [e for e in events if e.kind is EventKind.EVAL_MODE and not e.inner and e.receiver]
@@ -79,28 +98,104 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 continue
             if not has_mode_layers(ctx.model, receiver, loop.function, ctx.project):
                 continue  # no dropout or batch norm: eval mode trains exactly as train mode does
-            # Training in a function the epoch loop calls (`train(...)`): report its training loop,
-            # which is what runs in eval mode; the fix still goes at the top of the epoch loop.
-            where = _training_loop_elsewhere(ctx, loop, events)
-            related = [Related(evaluation.span, "switches to eval mode")]
-            if where is not None:
-                related.append(Related(loop.header, "epoch loop"))
             first = _trains_after(events, evaluation)
             since = "from the first iteration on" if first else "from the second iteration on"
+            where = _where_it_trains(ctx, loop, events)
+            if where is None:
+                anchor, related = loop.header, [Related(evaluation.span, "switches to eval mode")]
+                message = (
+                    f"`{receiver}.eval()` runs {'before the training step ' if first else ''}in this loop and nothing in it "
+                    f"calls `{receiver}.train()`: {since} the model trains in eval mode"
+                )
+            else:
+                anchor, entry, kind = where
+                related = [Related(evaluation.span, "switches to eval mode"), Related(loop.header, "epoch loop")]
+                if entry is not None:
+                    related.append(Related(first_statement(entry), f"`{entry.name}()` starts without switching the model back with `train()`"))
+                message = (
+                    f"`{receiver}.eval()` runs in the epoch loop ({cite_line(loop.header.start.line)}) "
+                    f"{'before the training ' if first else ''}and nothing calls `{receiver}.train()`: "
+                    f"{since.replace('iteration', 'epoch')} this {kind} trains in eval mode"
+                )
+            if anchor in reported:
+                break
+            reported.add(anchor)
             yield report(
-                META,
-                where.header if where is not None else loop.header,
-                f"`{receiver}.eval()` runs {'before the training step ' if first else ''}in this loop and nothing in it "
-                f"calls `{receiver}.train()`: {since} the model trains in eval mode"
-                if where is None
-                else f"`{receiver}.eval()` runs in the epoch loop ({cite_line(loop.header.start.line)}) "
-                f"{'before the training ' if first else ''}and nothing calls `{receiver}.train()`: "
-                f"{since.replace('iteration', 'epoch')} this loop trains in eval mode",
-                _fix(ctx, loop, receiver, evaluation),
-                related=related,
-                data={"model": receiver},
+                META, anchor, message, _fix(ctx, loop, receiver, evaluation), related=related, data={"model": receiver}
             )
             break
+    yield from _sibling_evaluation(ctx, reported)
+
+
+def _sibling_evaluation(ctx: Context, reported: set[Span]) -> Iterator[Diagnostic]:
+    """Training reached only from other modules (`train_epoch(model, ...)`, or a trainer's
+    `train_epoch()` on `self.model`) that sets no mode on its way, while an evaluation function or
+    method of the same file, handed the same model the same way, puts it in eval mode and nothing
+    in the file ever calls its `train()`: callers run the two in turn, so every training pass after
+    the first evaluation runs in eval mode."""
+    training = ctx.training
+    for scope, index, anchor, events in _entry_training(ctx):
+        forwards = [e for e in events if training.is_forward(e) and not e.no_grad]
+        names = {model_key(training.forward_target(e)) for e in forwards}
+        if len(names) != 1 or anchor in reported:
+            continue
+        name = training.forward_target(forwards[0]) or ""
+        if not unset_from_entry(training, scope, index, name) or not has_mode_layers(ctx.model, name, scope, ctx.project):
+            continue
+        evaluation = sibling_mode_call(training, scope, name, EventKind.EVAL_MODE)
+        if evaluation is None or same_model_calls(training, scope, name, EventKind.TRAIN_MODE):
+            continue
+        fn = ctx.model.functions[scope]
+        other = ctx.model.functions.get(evaluation.function)
+        reported.add(anchor)
+        yield report(
+            META,
+            anchor,
+            f"Nothing in this file calls `{name}.train()`, and `{other.qualname if other else 'an evaluation'}()` here "
+            f"leaves the model it is given in eval mode: after the first evaluation `{fn.qualname}()` trains in eval mode",
+            related=[Related(evaluation.span, "switches to eval mode"),
+                     Related(first_statement(fn), f"`{fn.name}()` starts without `{name}.train()`")],
+            data={"model": name},
+        )
+
+
+def _entry_training(ctx: Context) -> Iterator[tuple[str, int, Span, tuple[Event, ...]]]:
+    """Where a function trains: each training loop (its header), and a step function without a loop
+    of its own that back-propagates and steps (its first forward); with the function, the index of
+    the first training event in its expanded events, and the events of that training."""
+    training = ctx.training
+    for loop in ctx.model.loops.values():
+        events = training.iteration(loop)
+        if not loop.function or not (training.is_training_loop(loop) or _steps_through_a_call(ctx, events)):
+            continue
+        expanded = training.expanded(loop.function)
+        first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
+        if first is not None and not any(e.kind in _MODES for e in events):
+            yield loop.function, first, loop.header, events
+    for qualname, fn in ctx.model.functions.items():
+        expanded = training.expanded(qualname)
+        if not qualname or fn.is_lambda or any(e.loops for e in expanded) or any(e.kind in _MODES for e in expanded):
+            continue
+        if not any(e.kind is EventKind.BACKWARD for e in expanded) or not any(training.optimizer_of(e) for e in expanded):
+            continue
+        forward = next((i for i, e in enumerate(expanded) if training.is_forward(e) and not e.no_grad), None)
+        if forward is not None:
+            yield qualname, forward, expanded[forward].stmt, expanded
+
+
+_MODES = (EventKind.TRAIN_MODE, EventKind.EVAL_MODE)
+
+
+def _steps_through_a_call(ctx: Context, events: tuple[Event, ...]) -> bool:
+    """The pass back-propagates and steps inside a call this file cannot see that is handed the
+    optimizer (timm's `loss_scaler(loss, optimizer, parameters=model.parameters())`), with no
+    backward or step of its own."""
+    if any(e.kind in (EventKind.BACKWARD, EventKind.STEP) for e in events):
+        return False
+    call = ctx.training.opaque_training_call(tuple(e for e in events if not e.inner))
+    return call is not None and any(
+        a.base and ctx.model.kind_of(a.base, call.function) is Kind.OPTIMIZER for a in (*call.args, *(v for _, v in call.keywords))
+    )
 
 
 def _trains_after(events: tuple[Event, ...], evaluation: Event) -> bool:
@@ -111,15 +206,27 @@ def _trains_after(events: tuple[Event, ...], evaluation: Event) -> bool:
     return any(e.kind is EventKind.BACKWARD for e in events[index + 1 :])
 
 
-def _training_loop_elsewhere(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> Loop | None:
-    """The loop of a called function that back-propagates, when the epoch loop does not itself."""
-    if any(e.kind is EventKind.BACKWARD and not e.via for e in events):
+def _where_it_trains(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> tuple[Span, Function | None, str] | None:
+    """Where the training runs in eval mode when the epoch loop does not back-propagate in its own
+    body: the batch loop nested in it, or in the function it calls (`train_one_epoch()`), or the
+    first forward of a step function without a loop of its own (`train_iter()`); with the called
+    function, whose start is where its `train()` belongs. None: the epoch loop trains itself."""
+    chain = loop_chain(ctx, loop)
+    backwards = [e for e in events if e.kind is EventKind.BACKWARD]
+    if any(not e.via and not e.inner for e in backwards):
         return None
-    for event in events:
-        if event.kind is EventKind.BACKWARD and event.via and len(event.loops) > len(loop_chain(ctx, loop)):
-            inner = ctx.model.loops.get(event.loops[-1])
-            if inner is not None and inner.function != loop.function:
-                return inner
+    training = ctx.training
+    for event in backwards:
+        callee = ctx.model.functions.get(event.via[0]) if event.via else None
+        if callee is not None and callee.qualname == loop.function:
+            callee = None
+        nested = [ctx.model.loops[i] for i in event.loops[len(chain) :] if i in ctx.model.loops]
+        if nested:  # the batch loop that steps, not a micro-step loop inside it
+            inner = next((n for n in reversed(nested) if training.is_training_loop(n)), nested[0])
+            return inner.header, callee, "loop"
+        elif callee is not None:
+            forwards = [e for e in events if e.via[:1] == event.via[:1] and training.is_forward(e) and not e.no_grad]
+            return (forwards[0].stmt if forwards else event.stmt), callee, "step"
     return None
 
 
@@ -153,11 +260,11 @@ def _as_passed(ctx: Context, evaluation: Event, events: tuple[Event, ...]) -> st
 
 
 def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
-    name = tail(receiver)
+    name = model_key(receiver)
     if not name or name == "self":
         return False
     training = ctx.training
-    forwards = [e for e in events if training.is_forward(e) and tail(training.forward_target(e)) == name]
+    forwards = [e for e in events if training.is_forward(e) and model_key(training.forward_target(e)) == name]
     if not forwards:
         return False
     # Its forward runs with gradients on inside a loop of this iteration that back-propagates
@@ -168,7 +275,7 @@ def _trained(ctx: Context, receiver: str, events: tuple[Event, ...]) -> bool:
     word = re.compile(rf"\b{re.escape(name)}\b")
     for fn in ctx.model.functions.values():
         for event in fn.events:
-            if event.kind is EventKind.TRAIN_MODE and event.receiver and tail(event.receiver) == name:
+            if event.kind is EventKind.TRAIN_MODE and event.receiver and model_key(event.receiver) == name:
                 return True
             if event.kind is EventKind.ASSIGN and event.value is not None and len(event.targets) == 1:
                 if ctx.model.kind_of_value(event.value, event.function) is Kind.OPTIMIZER and word.search(event.value.text):

@@ -124,7 +124,8 @@ async def test_messages_name_cells_and_each_broken_cell_has_its_error(client: La
     tpf009 = client.diagnostics[cell_uri(2)][0]
     assert "(cell 4, line 1)" in tpf009.message
     places = {(r.location.uri, r.location.range.start.line) for r in tpf009.related_information or []}
-    assert places == {(cell_uri(3), 2), (cell_uri(3), 0)}  # `model.eval()` and the epoch loop, in their cell
+    # `model.eval()` and the epoch loop, in their cell; the start of `train_one_epoch()`, where its `train()` belongs
+    assert places == {(cell_uri(3), 2), (cell_uri(3), 0), (cell_uri(2), 1)}
     error = client.diagnostics[cell_uri(5)][0]
     assert error.range.start.character == len("    score = evaluate")
 
