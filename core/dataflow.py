@@ -378,10 +378,15 @@ class DataFlow:
                 break
             defs = sc.defs.get(name, [])
             if first:
-                before = [d for d in defs if d.at <= at or d.kind == "param"]
-                if before:
-                    real = [d for d in before if d.kind != "param"]
-                    return real[-1] if real else before[-1]
+                # the last definition before `at`, else the last parameter (read from the end: most uses follow their definition)
+                param: Def | None = None
+                for d in reversed(defs):
+                    if d.kind == "param":
+                        param = param or d
+                    elif d.at <= at:
+                        return d
+                if param is not None:
+                    return param
             elif defs:
                 return defs[-1]
             if name.startswith("self.") and sc.owner:
@@ -851,6 +856,8 @@ class DataFlow:
     def leak_site(self, taint: ast.Call, scope: str, sides: frozenset[str]) -> ast.AST | None:
         """Where the result of `taint`, computed on unsplit data, reaches a part on `sides`
         derived from that same data (or goes into cross-validation); None when nowhere."""
+        if not self.may_split:
+            return None
         data = self.tainted_input(taint)
         data_info = self.info(data, scope)
         if data is None or data_info.sides:
@@ -867,11 +874,57 @@ class DataFlow:
             info = self.def_info(d)
             if taint in info.taints and info.sides & sides and info.origins & lineage and d.stmt is not None:
                 return d.stmt
-        for data_in, split_scope, node in self.split_points():
+        for data_in, split_scope, node in self._split_points:
             info = self.info(data_in, split_scope)
             if taint in info.taints and (info.origins & lineage or data_in is data):
                 return node
         return None
+
+    @cached_property
+    def _split_points(self) -> list[tuple[ast.expr, str, ast.AST]]:
+        """`split_points()`, listed once per version for every `leak_site` (it reads no provenance)."""
+        return list(self.split_points())
+
+    @cached_property
+    def may_split(self) -> bool:
+        """Whether any value of the file can come from one side of a split, or any data is split
+        (`split_points`): a call naming its side (`train=False`, `split="val"`), a split or
+        cross-validation call, a slice, sample or `Subset` bound to a name that says its side.
+        An over-approximation from each node and definition alone, answered per top-level
+        statement (`nodes_where`, `defs_where`), so cheap on every version. When it is False no
+        provenance has a side, whatever order the memoised provenance is asked in (sides enter
+        only at those places), and `leak_site` finds nothing without asking for any."""
+        if self._any_node("dataflow.sides", self._may_give_side):
+            return True
+        if self.defs_where("dataflow.side-defs", lambda d: d.value is not None and any(_is_partition(v) for v in (d.value, unwrap_iter(d.value))) and side_of_name(d.name) is not None):
+            return True
+        # `x.split(...)` / `x.fit(...)` on a name split only when the name was built by a splitter / a *SearchCV
+        return self._any_node("dataflow.sides-by-name", self._may_split_by_name) and bool(
+            self.defs_where("dataflow.splitter-defs", lambda d: isinstance(d.value, ast.Call) and _splitter(self.resolve_call(d.value)))
+        )
+
+    def _any_node(self, key: str, keep: Callable[[ast.AST], bool]) -> bool:
+        """Whether `nodes_where(key, keep)` finds a node; without pieces (`analyze()`), it stops at the first."""
+        if self._parts is None:
+            return self.model.tree is not None and any(keep(n) for n in ast.walk(self.model.tree))
+        return bool(self.nodes_where(key, keep))
+
+    def _may_give_side(self, node: ast.AST) -> bool:
+        """A call that gives a side, or that `split_input` / `cv_input` may read as a split
+        without asking which class a name was built from (`_may_split_by_name` covers that)."""
+        if not isinstance(node, ast.Call):
+            return False
+        if _keyword_side(node) is not None:
+            return True
+        callee = self.resolve_call(node)
+        if callee in SPLIT_FUNCTIONS or callee in CV_FUNCTIONS or tail(callee) in ("train_test_split", "random_split", "cross_val_score", "cross_validate", "cross_val_predict"):
+            return True
+        func = node.func
+        return isinstance(func, ast.Attribute) and func.attr in ("split", "fit") and isinstance(func.value, ast.Call) and _splitter(self.resolve_call(func.value))
+
+    @staticmethod
+    def _may_split_by_name(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("split", "fit") and bool(node.args) and not isinstance(node.func.value, ast.Call)
 
     def own_side(self, d: Def) -> str | None:
         """The side a definition gives its value by itself, whatever it reads: a position
@@ -893,6 +946,11 @@ class DataFlow:
         for d in self.all_defs():
             sides |= self.def_info(d).sides
         return frozenset(sides)
+
+
+def _splitter(ctor: str | None) -> bool:
+    """A class whose `.split` gives folds or whose `.fit` cross-validates (`split_input`, `cv_input`)."""
+    return bool(ctor) and (bool(SPLITTER_CLASS.match(tail(ctor))) or tail(ctor).endswith("SearchCV"))
 
 
 def _global_axis(call: ast.Call, positional: int) -> bool:

@@ -115,6 +115,8 @@ _RANDOM = re.compile(r"^(numpy\.random\.|torch\.(randn|rand|randn_like|rand_like
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(ctx.model)
+    if not flow.may_split:  # nothing is split: neither `leak_site` nor `_split_of` finds a split
+        return
     found: dict[int, list[tuple[ast.Call, tuple[ast.expr, ast.expr | None], ast.AST]]] = {}
     for scope, call in flow.calls_where(META.code, lambda c: _may_copy(flow, c)):
         # A method other than these is never "resample" to taint_kind (its resolved name keeps the attribute).
