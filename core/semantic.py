@@ -387,8 +387,12 @@ class ModuleModel:
         if "." in name and name.startswith("self."):
             cls = self.enclosing_class(scope)
             if cls:
-                for method in cls.methods.values():
-                    found.extend(e for e in self.functions[method].events if e.kind == EventKind.ASSIGN and name in e.targets)
+                # every method's assignments to `self.x`, asked for many names of the same class: memoised per model
+                memo: dict[tuple[str, str], list[Event]] = self.__dict__.setdefault("_tpf_self_assigns", {})
+                hits = memo.get((cls.qualname, name))
+                if hits is None:
+                    hits = memo[(cls.qualname, name)] = [e for method in cls.methods.values() for e in self._assigns_by_target(method).get(name, ())]
+                found.extend(hits)
         return found
 
     def _assigns_by_target(self, qualname: str) -> dict[str, list[Event]]:
