@@ -883,7 +883,7 @@ class DataFlow:
     @cached_property
     def _split_points(self) -> list[tuple[ast.expr, str, ast.AST]]:
         """`split_points()`, listed once per version for every `leak_site` (it reads no provenance)."""
-        return list(self.split_points())
+        return list(self.split_points()) if self._may_have_split_points else []
 
     @cached_property
     def may_split(self) -> bool:
@@ -894,12 +894,18 @@ class DataFlow:
         statement (`nodes_where`, `defs_where`), so cheap on every version. When it is False no
         provenance has a side, whatever order the memoised provenance is asked in (sides enter
         only at those places), and `leak_site` finds nothing without asking for any."""
-        if self._any_node("dataflow.sides", self._may_give_side):
+        return self._any_node("dataflow.keyword-sides", lambda n: isinstance(n, ast.Call) and _keyword_side(n) is not None) or self._may_have_split_points
+
+    @cached_property
+    def _may_have_split_points(self) -> bool:
+        """Whether `split_points()` may find anything or `own_side` give a definition a side: a split
+        or cross-validation call, or a slice, sample or `Subset` bound to a name that says its side."""
+        if self._any_node("dataflow.splits", self._may_split_call):
             return True
         if self.defs_where("dataflow.side-defs", lambda d: d.value is not None and any(_is_partition(v) for v in (d.value, unwrap_iter(d.value))) and side_of_name(d.name) is not None):
             return True
         # `x.split(...)` / `x.fit(...)` on a name split only when the name was built by a splitter / a *SearchCV
-        return self._any_node("dataflow.sides-by-name", self._may_split_by_name) and bool(
+        return self._any_node("dataflow.splits-by-name", self._may_split_by_name) and bool(
             self.defs_where("dataflow.splitter-defs", lambda d: isinstance(d.value, ast.Call) and _splitter(self.resolve_call(d.value)))
         )
 
@@ -909,13 +915,11 @@ class DataFlow:
             return self.model.tree is not None and any(keep(n) for n in ast.walk(self.model.tree))
         return bool(self.nodes_where(key, keep))
 
-    def _may_give_side(self, node: ast.AST) -> bool:
-        """A call that gives a side, or that `split_input` / `cv_input` may read as a split
-        without asking which class a name was built from (`_may_split_by_name` covers that)."""
+    def _may_split_call(self, node: ast.AST) -> bool:
+        """A call that `split_input` / `cv_input` may read as a split without asking which class a
+        name was built from (`_may_split_by_name` covers that)."""
         if not isinstance(node, ast.Call):
             return False
-        if _keyword_side(node) is not None:
-            return True
         callee = self.resolve_call(node)
         if callee in SPLIT_FUNCTIONS or callee in CV_FUNCTIONS or tail(callee) in ("train_test_split", "random_split", "cross_val_score", "cross_validate", "cross_val_predict"):
             return True

@@ -76,3 +76,18 @@ def test_the_search_finds_nothing_when_nothing_may_split(path: Path, monkeypatch
     if any(d.code in ("TPF201", "TPF203") for d in forced):
         monkeypatch.undo()
         assert _flow(text).may_split
+
+
+ALL = sorted(FIXTURES.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", ALL, ids=[str(p.relative_to(FIXTURES)) for p in ALL])
+def test_over_approximates_on_every_fixture(path: Path) -> None:
+    """Where `may_split` is False no definition's provenance has a side and nothing is split;
+    the split points listed once per version are `split_points()`."""
+    flow = _flow(path.read_text(encoding="utf-8"))
+    points = [(id(a), s, id(n)) for a, s, n in flow.split_points()]
+    assert [(id(a), s, id(n)) for a, s, n in flow._split_points] == points
+    if not flow.may_split:
+        assert not points
+        assert not any(flow.def_info(d).sides for d in flow.all_defs())
