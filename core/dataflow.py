@@ -894,26 +894,29 @@ class DataFlow:
         statement (`nodes_where`, `defs_where`), so cheap on every version. When it is False no
         provenance has a side, whatever order the memoised provenance is asked in (sides enter
         only at those places), and `leak_site` finds nothing without asking for any."""
-        return self._any_node("dataflow.keyword-sides", lambda n: isinstance(n, ast.Call) and _keyword_side(n) is not None) or self._may_have_split_points
+        return any(_keyword_side(c) is not None for c in self._split_calls) or self._may_have_split_points
 
     @cached_property
     def _may_have_split_points(self) -> bool:
         """Whether `split_points()` may find anything or `own_side` give a definition a side: a split
         or cross-validation call, or a slice, sample or `Subset` bound to a name that says its side."""
-        if self._any_node("dataflow.splits", self._may_split_call):
+        if any(self._may_split_call(c) for c in self._split_calls):
             return True
         if self.defs_where("dataflow.side-defs", lambda d: d.value is not None and any(_is_partition(v) for v in (d.value, unwrap_iter(d.value))) and side_of_name(d.name) is not None):
             return True
         # `x.split(...)` / `x.fit(...)` on a name split only when the name was built by a splitter / a *SearchCV
-        return self._any_node("dataflow.splits-by-name", self._may_split_by_name) and bool(
+        return any(self._may_split_by_name(c) for c in self._split_calls) and bool(
             self.defs_where("dataflow.splitter-defs", lambda d: isinstance(d.value, ast.Call) and _splitter(self.resolve_call(d.value)))
         )
 
-    def _any_node(self, key: str, keep: Callable[[ast.AST], bool]) -> bool:
-        """Whether `nodes_where(key, keep)` finds a node; without pieces (`analyze()`), it stops at the first."""
-        if self._parts is None:
-            return self.model.tree is not None and any(keep(n) for n in ast.walk(self.model.tree))
-        return bool(self.nodes_where(key, keep))
+    @cached_property
+    def _split_calls(self) -> list[ast.Call]:
+        """The calls `may_split` reads (one walk of each top-level statement, kept by the language server)."""
+        found = self.nodes_where(
+            "dataflow.split-calls",
+            lambda n: isinstance(n, ast.Call) and (_keyword_side(n) is not None or self._may_split_call(n) or self._may_split_by_name(n)),
+        )
+        return [n for n in found if isinstance(n, ast.Call)]
 
     def _may_split_call(self, node: ast.AST) -> bool:
         """A call that `split_input` / `cv_input` may read as a split without asking which class a
