@@ -3,8 +3,10 @@ in-process (bench_lsp.py `--real --in-process`), with every rule of the registry
 
 For each file: CPU ms per keystroke (median and p95 over the keystrokes of both kinds) of
 each rule's `check` (its findings consumed; the first rule to ask for a lazily built fact,
-such as the data-flow index or the training model, pays for it), and of the rest of the
-keystroke (the document update, parse and model build, the rule cache, conversion).
+such as the data-flow index or the training model, pays for it), of the facts the rule cache
+computes before the whole-module rules run (TPF501's shape facts, TPF401's memory estimate),
+and of the rest of the keystroke (the document update, parse and model build, the rule
+cache, conversion).
 `--profile N` adds cProfile's N costliest functions (cumulative) over all keystrokes.
 
 Usage: python bench/lsp/rule_costs.py [--pairs 10] [--only d2l] [--top 8] [--profile 25]
@@ -29,6 +31,8 @@ from realfiles import broken_edits, files, sample, valid_edits
 from torch_preflight.rules.registry import ALL_RULES
 from torch_preflight.server.server import PreflightServer
 
+import torch_preflight.scoped as scoped
+
 _spent: dict[str, float] = {}
 
 
@@ -42,6 +46,17 @@ def _timed(code: str, check: Any) -> Any:
     return run
 
 
+def _timed_call(name: str, fn: Any) -> Any:
+    def run(*args: Any) -> Any:
+        start = time.process_time()
+        try:
+            return fn(*args)
+        finally:
+            _spent[name] = _spent.get(name, 0.0) + time.process_time() - start
+
+    return run
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10, help="edits (typed + deleted) per kind and file")
@@ -51,6 +66,9 @@ def main() -> int:
     args = parser.parse_args()
     for rule in ALL_RULES:
         object.__setattr__(rule, "check", _timed(rule.code, rule.check))
+    # what the rule cache computes for the whole-module rules before they run
+    scoped._shapes = _timed_call("TPF501's shape facts", scoped._shapes)  # type: ignore[assignment]
+    scoped._memory = _timed_call("TPF401's memory estimate", scoped._memory)  # type: ignore[assignment]
     per_keystroke: list[dict[str, float]] = []  # rule -> CPU seconds, per call of lsp_diagnostics
     profile: cProfile.Profile | None = None
     diagnostics = PreflightServer.lsp_diagnostics
@@ -77,7 +95,7 @@ def main() -> int:
         print("| step | p50 | p95 | mean |")
         print("|---|---|---|---|")
         codes = sorted({c for r in rows for c in r}, key=lambda c: -statistics.fmean(r.get(c, 0.0) for r in rows))
-        rest = [t - sum(r.values()) for t, r in zip(totals, rows, strict=True)]
+        rest = [t - sum(r.values()) for t, r in zip(totals, rows, strict=True)]  # every entry is disjoint
         shown = [("keystroke (all)", totals), ("outside the rules", rest)]
         shown += [(code, [r.get(code, 0.0) for r in rows]) for code in codes[: args.top]]
         shown.append((f"the other {max(0, len(codes) - args.top)} rules", [sum(r.get(c, 0.0) for c in codes[args.top :]) for r in rows]))
