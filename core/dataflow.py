@@ -180,6 +180,7 @@ class DataFlow:
         self._busy: set[int] = set()
         self._resolved: dict[int, tuple[ast.Call, str | None]] = {}  # resolve_call, by node (the entry keeps it alive)
         self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
+        self._local: dict[tuple[str, str], Scope | None] = {}  # local_function
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
         self._parents: dict[int, dict[int, ast.AST]] = {}  # `parents` by statement index, without pieces
@@ -494,6 +495,12 @@ class DataFlow:
     def local_function(self, callee: str | None, scope: str) -> Scope | None:
         if not callee or "." in callee:
             return None
+        key = (callee, scope)
+        if key not in self._local:  # asked for every call the provenance reads: memoised (scopes never change)
+            self._local[key] = self._local_function(callee, scope)
+        return self._local[key]
+
+    def _local_function(self, callee: str, scope: str) -> Scope | None:
         current: str | None = scope
         while current is not None:
             candidate = f"{current}.{callee}" if current else callee
@@ -526,7 +533,7 @@ class DataFlow:
     # --- provenance ---------------------------------------------------------------------
 
     def info(self, expr: ast.AST | None, scope: str, _depth: int = 0) -> Info:
-        if expr is None or _depth > 12:
+        if expr is None or _depth > 12 or isinstance(expr, ast.Constant):  # a literal reads nothing, at any depth
             return EMPTY
         key = (id(expr), scope, None)
         cached = self._info.get(key)
