@@ -101,7 +101,7 @@ class Def:
     stmt: ast.AST | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)  # never assigned to; not `frozen`, whose field-by-field `object.__setattr__` made it slow to build
 class Info:
     sides: frozenset[str] = frozenset()
     origins: frozenset[Def] = frozenset()

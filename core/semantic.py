@@ -142,7 +142,11 @@ class Context:
         return self.name in AUTOCAST_CONTEXTS or self.name.endswith(".autocast")
 
 
-@dataclass(frozen=True, slots=True)
+# Not `frozen`: a frozen dataclass sets each field through `object.__setattr__`, which made
+# building an event about 30x slower than plain attribute stores (Python 3.11), and the training
+# model copies events by the thousand per analysis (`seen_through`). Events are never assigned
+# to after construction all the same; `unsafe_hash` keeps the field-wise hash `frozen` gave.
+@dataclass(slots=True, unsafe_hash=True)
 class Event:
     kind: EventKind
     span: Span  # the expression (call) itself
