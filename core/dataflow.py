@@ -101,7 +101,7 @@ class Def:
     stmt: ast.AST | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True)  # never assigned to; not `frozen`, whose field-by-field `object.__setattr__` made it slow to build
 class Info:
     sides: frozenset[str] = frozenset()
     origins: frozenset[Def] = frozenset()
@@ -180,6 +180,7 @@ class DataFlow:
         self._busy: set[int] = set()
         self._resolved: dict[int, tuple[ast.Call, str | None]] = {}  # resolve_call, by node (the entry keeps it alive)
         self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
+        self._local: dict[tuple[str, str], Scope | None] = {}  # local_function
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
         self._parents: dict[int, dict[int, ast.AST]] = {}  # `parents` by statement index, without pieces
@@ -378,10 +379,15 @@ class DataFlow:
                 break
             defs = sc.defs.get(name, [])
             if first:
-                before = [d for d in defs if d.at <= at or d.kind == "param"]
-                if before:
-                    real = [d for d in before if d.kind != "param"]
-                    return real[-1] if real else before[-1]
+                # the last definition before `at`, else the last parameter (read from the end: most uses follow their definition)
+                param: Def | None = None
+                for d in reversed(defs):
+                    if d.kind == "param":
+                        param = param or d
+                    elif d.at <= at:
+                        return d
+                if param is not None:
+                    return param
             elif defs:
                 return defs[-1]
             if name.startswith("self.") and sc.owner:
@@ -489,6 +495,12 @@ class DataFlow:
     def local_function(self, callee: str | None, scope: str) -> Scope | None:
         if not callee or "." in callee:
             return None
+        key = (callee, scope)
+        if key not in self._local:  # asked for every call the provenance reads: memoised (scopes never change)
+            self._local[key] = self._local_function(callee, scope)
+        return self._local[key]
+
+    def _local_function(self, callee: str, scope: str) -> Scope | None:
         current: str | None = scope
         while current is not None:
             candidate = f"{current}.{callee}" if current else callee
@@ -521,7 +533,7 @@ class DataFlow:
     # --- provenance ---------------------------------------------------------------------
 
     def info(self, expr: ast.AST | None, scope: str, _depth: int = 0) -> Info:
-        if expr is None or _depth > 12:
+        if expr is None or _depth > 12 or isinstance(expr, ast.Constant):  # a literal reads nothing, at any depth
             return EMPTY
         key = (id(expr), scope, None)
         cached = self._info.get(key)
@@ -851,6 +863,8 @@ class DataFlow:
     def leak_site(self, taint: ast.Call, scope: str, sides: frozenset[str]) -> ast.AST | None:
         """Where the result of `taint`, computed on unsplit data, reaches a part on `sides`
         derived from that same data (or goes into cross-validation); None when nowhere."""
+        if not self.may_split:
+            return None
         data = self.tainted_input(taint)
         data_info = self.info(data, scope)
         if data is None or data_info.sides:
@@ -867,11 +881,64 @@ class DataFlow:
             info = self.def_info(d)
             if taint in info.taints and info.sides & sides and info.origins & lineage and d.stmt is not None:
                 return d.stmt
-        for data_in, split_scope, node in self.split_points():
+        for data_in, split_scope, node in self._split_points:
             info = self.info(data_in, split_scope)
             if taint in info.taints and (info.origins & lineage or data_in is data):
                 return node
         return None
+
+    @cached_property
+    def _split_points(self) -> list[tuple[ast.expr, str, ast.AST]]:
+        """`split_points()`, listed once per version for every `leak_site` (it reads no provenance)."""
+        return list(self.split_points()) if self._may_have_split_points else []
+
+    @cached_property
+    def may_split(self) -> bool:
+        """Whether any value of the file can come from one side of a split, or any data is split
+        (`split_points`): a call naming its side (`train=False`, `split="val"`), a split or
+        cross-validation call, a slice, sample or `Subset` bound to a name that says its side.
+        An over-approximation from each node and definition alone, answered per top-level
+        statement (`nodes_where`, `defs_where`), so cheap on every version. When it is False no
+        provenance has a side, whatever order the memoised provenance is asked in (sides enter
+        only at those places), and `leak_site` finds nothing without asking for any."""
+        return any(_keyword_side(c) is not None for c in self._split_calls) or self._may_have_split_points
+
+    @cached_property
+    def _may_have_split_points(self) -> bool:
+        """Whether `split_points()` may find anything or `own_side` give a definition a side: a split
+        or cross-validation call, or a slice, sample or `Subset` bound to a name that says its side."""
+        if any(self._may_split_call(c) for c in self._split_calls):
+            return True
+        if self.defs_where("dataflow.side-defs", lambda d: d.value is not None and any(_is_partition(v) for v in (d.value, unwrap_iter(d.value))) and side_of_name(d.name) is not None):
+            return True
+        # `x.split(...)` / `x.fit(...)` on a name split only when the name was built by a splitter / a *SearchCV
+        return any(self._may_split_by_name(c) for c in self._split_calls) and bool(
+            self.defs_where("dataflow.splitter-defs", lambda d: isinstance(d.value, ast.Call) and _splitter(self.resolve_call(d.value)))
+        )
+
+    @cached_property
+    def _split_calls(self) -> list[ast.Call]:
+        """The calls `may_split` reads (one walk of each top-level statement, kept by the language server)."""
+        found = self.nodes_where(
+            "dataflow.split-calls",
+            lambda n: isinstance(n, ast.Call) and (_keyword_side(n) is not None or self._may_split_call(n) or self._may_split_by_name(n)),
+        )
+        return [n for n in found if isinstance(n, ast.Call)]
+
+    def _may_split_call(self, node: ast.AST) -> bool:
+        """A call that `split_input` / `cv_input` may read as a split without asking which class a
+        name was built from (`_may_split_by_name` covers that)."""
+        if not isinstance(node, ast.Call):
+            return False
+        callee = self.resolve_call(node)
+        if callee in SPLIT_FUNCTIONS or callee in CV_FUNCTIONS or tail(callee) in ("train_test_split", "random_split", "cross_val_score", "cross_validate", "cross_val_predict"):
+            return True
+        func = node.func
+        return isinstance(func, ast.Attribute) and func.attr in ("split", "fit") and isinstance(func.value, ast.Call) and _splitter(self.resolve_call(func.value))
+
+    @staticmethod
+    def _may_split_by_name(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("split", "fit") and bool(node.args) and not isinstance(node.func.value, ast.Call)
 
     def own_side(self, d: Def) -> str | None:
         """The side a definition gives its value by itself, whatever it reads: a position
@@ -893,6 +960,11 @@ class DataFlow:
         for d in self.all_defs():
             sides |= self.def_info(d).sides
         return frozenset(sides)
+
+
+def _splitter(ctor: str | None) -> bool:
+    """A class whose `.split` gives folds or whose `.fit` cross-validates (`split_input`, `cv_input`)."""
+    return bool(ctor) and (bool(SPLITTER_CLASS.match(tail(ctor))) or tail(ctor).endswith("SearchCV"))
 
 
 def _global_axis(call: ast.Call, positional: int) -> bool:

@@ -142,7 +142,11 @@ class Context:
         return self.name in AUTOCAST_CONTEXTS or self.name.endswith(".autocast")
 
 
-@dataclass(frozen=True, slots=True)
+# Not `frozen`: a frozen dataclass sets each field through `object.__setattr__`, which made
+# building an event about 30x slower than plain attribute stores (Python 3.11), and the training
+# model copies events by the thousand per analysis (`seen_through`). Events are never assigned
+# to after construction all the same; `unsafe_hash` keeps the field-wise hash `frozen` gave.
+@dataclass(slots=True, unsafe_hash=True)
 class Event:
     kind: EventKind
     span: Span  # the expression (call) itself
@@ -387,8 +391,12 @@ class ModuleModel:
         if "." in name and name.startswith("self."):
             cls = self.enclosing_class(scope)
             if cls:
-                for method in cls.methods.values():
-                    found.extend(e for e in self.functions[method].events if e.kind == EventKind.ASSIGN and name in e.targets)
+                # every method's assignments to `self.x`, asked for many names of the same class: memoised per model
+                memo: dict[tuple[str, str], list[Event]] = self.__dict__.setdefault("_tpf_self_assigns", {})
+                hits = memo.get((cls.qualname, name))
+                if hits is None:
+                    hits = memo[(cls.qualname, name)] = [e for method in cls.methods.values() for e in self._assigns_by_target(method).get(name, ())]
+                found.extend(hits)
         return found
 
     def _assigns_by_target(self, qualname: str) -> dict[str, list[Event]]:

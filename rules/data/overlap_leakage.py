@@ -115,8 +115,11 @@ _RANDOM = re.compile(r"^(numpy\.random\.|torch\.(randn|rand|randn_like|rand_like
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(ctx.model)
+    candidates = list(flow.calls_where(META.code, lambda c: _may_copy(flow, c)))
+    if not candidates or not flow.may_split:  # nothing is split: neither `leak_site` nor `_split_of` finds a split
+        return
     found: dict[int, list[tuple[ast.Call, tuple[ast.expr, ast.expr | None], ast.AST]]] = {}
-    for scope, call in flow.calls_where(META.code, lambda c: _may_copy(flow, c)):
+    for scope, call in candidates:
         # A method other than these is never "resample" to taint_kind (its resolved name keeps the attribute).
         method = call.func.attr if isinstance(call.func, ast.Attribute) else None
         if method in (None, "fit_resample", "resample") and flow.taint_kind(call, scope.qualname) == "resample":

@@ -73,7 +73,10 @@ _FIT_OR_STAT = frozenset({"fit", "fit_transform"}) | STAT_METHODS
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(ctx.model)
-    for scope, call in flow.calls_where(META.code, lambda c: _may_taint(flow, c)):
+    candidates = list(flow.calls_where(META.code, lambda c: _may_taint(flow, c)))
+    if not candidates or not flow.may_split:  # nothing is split and no value has a side: `leak_site` finds nothing
+        return
+    for scope, call in candidates:
         kind = flow.taint_kind(call, scope.qualname)
         if kind not in ("fit", "stat"):
             continue

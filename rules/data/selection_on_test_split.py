@@ -406,6 +406,14 @@ def _may_select_on(node: ast.AST) -> bool:
     return False
 
 
+def _may_select_by_name(node: ast.AST) -> bool:
+    """`_may_select_on`, for a call only when it is named a save or an early stopper (`_may_stop` with no
+    name built by an early stopper's class): the nodes `_selection_on_test` looks at in a file without one."""
+    if isinstance(node, ast.Call) and not (_SAVE.search(tail(dotted(node.func))) or _may_stop(node, set())):
+        return False
+    return _may_select_on(node)
+
+
 def _builds_stopper(flow: DataFlow, d: Def) -> bool:
     """A definition that `DataFlow.constructor` can read as an early stopper's construction."""
     return d.index is None and isinstance(d.value, ast.Call) and bool(_EARLY_STOPPER.search(tail(flow.resolve_call(d.value) or "")))
@@ -440,7 +448,9 @@ def _selection_on_test(ctx: Context, flow: DataFlow, metrics: _Metrics, validati
     model = ctx.model
     stoppers = {d.name for d in flow.defs_where("TPF202.stopper-defs", lambda d: _builds_stopper(flow, d))}
     val_name = validation.name
-    for node in flow.nodes_where("TPF202.selection", _may_select_on):
+    # without a name built by an early stopper's class, a call is looked at only when its own names say save or stop
+    candidates = flow.nodes_where("TPF202.selection", _may_select_on) if stoppers else flow.nodes_where("TPF202.selection-named", _may_select_by_name)
+    for node in candidates:
         if isinstance(node, ast.Call):
             save = bool(_SAVE.search(tail(dotted(node.func))))
             if not save and not _may_stop(node, stoppers):
