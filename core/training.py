@@ -460,8 +460,8 @@ class TrainingModel:
             return False
         if tail(event.name or "") != "forward":
             return receiver == "self" and self._attribute_model(event)
-        if receiver.partition(".")[0] == "self":
-            return False
+        if receiver.partition(".")[0] == "self" or self._plain_object(receiver, event.function):
+            return False  # `mlp.forward(x)` of a from-scratch class of the file is a plain method
         key = (receiver, event.function)
         calls_model = self._calls_model.get(key)
         if calls_model is None:
