@@ -5,9 +5,9 @@ from __future__ import annotations
 import gc
 
 import pytest
+from torch_preflight.core.config import Config
 
 from torch_preflight import runner
-from torch_preflight.core.config import Config
 
 
 def _work() -> runner.Work:
