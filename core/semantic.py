@@ -110,7 +110,7 @@ _CREATE_GRAPH = re.compile(r"\bcreate_graph\s*=\s*True\b")
 
 
 def _breadth_first(node: ast.AST) -> list[ast.AST]:
-    """`list(ast.walk(node))`, the same nodes in the same order, about three times faster: a value's
+    """`list(ast.walk(node))`, the same nodes in the same order, faster: a value's
     summary walks its whole expression, and a large file has hundreds of thousands of nodes."""
     nodes = [node]
     append = nodes.append
