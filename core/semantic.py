@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from torch_preflight.core.names import ImportMap, dotted, tail
+from torch_preflight.core.names import ImportMap, breadth_first, child_nodes, dotted, tail
 from torch_preflight.core.source import SourceText, Span
 
 
@@ -107,24 +107,6 @@ _WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_", "__float__"})
 _BUILTINS = frozenset(dir(builtins))
 _CREATE_GRAPH = re.compile(r"\bcreate_graph\s*=\s*True\b")
-
-
-def _breadth_first(node: ast.AST) -> list[ast.AST]:
-    """`list(ast.walk(node))`, the same nodes in the same order, faster: a value's
-    summary walks its whole expression, and a large file has hundreds of thousands of nodes."""
-    nodes = [node]
-    append = nodes.append
-    i = 0
-    while i < len(nodes):
-        sub = nodes[i]
-        i += 1
-        for name in sub._fields:
-            child = getattr(sub, name, None)
-            if isinstance(child, ast.AST):
-                append(child)
-            elif isinstance(child, list):
-                nodes.extend(c for c in child if isinstance(c, ast.AST))
-    return nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,7 +706,7 @@ class _Builder:
         names: list[str] = []
         methods: list[str] = []
         calls: list[str] = []
-        for sub in _breadth_first(node):
+        for sub in breadth_first(node):
             if isinstance(sub, ast.Name):
                 names.append(sub.id)
             elif isinstance(sub, ast.Call):
@@ -743,9 +725,10 @@ class _Builder:
         while isinstance(inner, ast.Subscript):
             inner = inner.value
         base = dotted(inner)
+        span = self.span(node)
         return Value(
-            text=self.text(node),
-            span=self.span(node),
+            text=self.source.slice(span),
+            span=span,
             callee=callee,
             receiver=receiver,
             method=method,
@@ -896,7 +879,7 @@ class _Builder:
             for gen in node.generators:
                 self.expr(gen.iter)
             return
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.expr):
                 self.expr(child)
             elif isinstance(child, ast.keyword):
