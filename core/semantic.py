@@ -689,6 +689,9 @@ class _Builder:
         self.fn: Function | None = None
         self.stmt: Span | None = None
         self.string_lines: set[int] = set()
+        self._callees: dict[
+            int, tuple[ast.Call, tuple[str | None, str | None, str | None]]
+        ] = {}  # `callee` by node (the entry keeps it alive)
 
     # positions
     def span(self, node: ast.AST) -> Span:
@@ -706,11 +709,12 @@ class _Builder:
         names: list[str] = []
         methods: list[str] = []
         calls: list[str] = []
-        for sub in breadth_first(node):
-            if isinstance(sub, ast.Name):
-                names.append(sub.id)
-            elif isinstance(sub, ast.Call):
-                function, _, called_method = self.callee(sub)
+        for sub in breadth_first(node):  # ast.walk's order: the tuples below keep it
+            kind = type(sub)
+            if kind is ast.Name:
+                names.append(sub.id)  # type: ignore[attr-defined]
+            elif kind is ast.Call:
+                function, _, called_method = self.callee(sub)  # type: ignore[arg-type]
                 if function:
                     calls.append(function)
                 if called_method:
@@ -742,7 +746,14 @@ class _Builder:
         )
 
     def callee(self, call: ast.Call) -> tuple[str | None, str | None, str | None]:
-        """(resolved function, receiver, method): exactly one of function or method is set."""
+        """(resolved function, receiver, method): exactly one of function or method is set.
+        Kept per call node: a nested call is asked again by every value that contains it."""
+        found = self._callees.get(id(call))
+        if found is None or found[0] is not call:
+            found = self._callees[id(call)] = (call, self._callee(call))
+        return found[1]
+
+    def _callee(self, call: ast.Call) -> tuple[str | None, str | None, str | None]:
         func = call.func
         name = dotted(func)
         if name is None:
