@@ -56,22 +56,16 @@ CV_FUNCTIONS = frozenset(
         "sklearn.model_selection.cross_val_predict",
     }
 )
-SPLITTER_CLASS = re.compile(
-    r"^(Repeated)?(Stratified)?(Group)?(KFold|ShuffleSplit|LeaveOneOut|LeaveOneGroupOut|LeavePOut|TimeSeriesSplit|PredefinedSplit)$"
-)
+SPLITTER_CLASS = re.compile(r"^(Repeated)?(Stratified)?(Group)?(KFold|ShuffleSplit|LeaveOneOut|LeaveOneGroupOut|LeavePOut|TimeSeriesSplit|PredefinedSplit)$")
 TRANSFORMER_CLASS = re.compile(
     r"^(StandardScaler|MinMaxScaler|MaxAbsScaler|RobustScaler|QuantileTransformer|PowerTransformer|KBinsDiscretizer|Normalizer_?|"
     r"PCA|IncrementalPCA|KernelPCA|TruncatedSVD|FastICA|NMF|LatentDirichletAllocation|"
     r"SelectKBest|SelectPercentile|SelectFpr|SelectFdr|SelectFwe|GenericUnivariateSelect|VarianceThreshold|RFE|RFECV|SelectFromModel|"
     r"TfidfVectorizer|TfidfTransformer|CountVectorizer|HashingVectorizer_?|SimpleImputer|KNNImputer|IterativeImputer|TargetEncoder)$"
 )
-OVERSAMPLER_CLASS = re.compile(
-    r"^(SMOTE|SMOTEN|SMOTENC|SVMSMOTE|BorderlineSMOTE|KMeansSMOTE|ADASYN|RandomOverSampler|SMOTETomek|SMOTEENN)$"
-)
+OVERSAMPLER_CLASS = re.compile(r"^(SMOTE|SMOTEN|SMOTENC|SVMSMOTE|BorderlineSMOTE|KMeansSMOTE|ADASYN|RandomOverSampler|SMOTETomek|SMOTEENN)$")
 RESAMPLE_FUNCTIONS = frozenset({"sklearn.utils.resample", "sklearn.utils._indexing.resample"})
-STAT_METHODS = frozenset(
-    {"mean", "std", "var", "min", "max", "nanmean", "nanstd", "amin", "amax", "median", "quantile", "percentile"}
-)
+STAT_METHODS = frozenset({"mean", "std", "var", "min", "max", "nanmean", "nanstd", "amin", "amax", "median", "quantile", "percentile"})
 _Pos = tuple[int, int]
 _GROUPINGS = frozenset({"groupby", "resample", "rolling", "expanding", "ewm", "pivot_table"})
 # a dataset constructor's arguments that pass functions, not rows: what they carry taints the
@@ -158,6 +152,7 @@ class _Part:
     members: list[_Part] = field(default_factory=list)  # a class's piece: its body statements' pieces, in order
 
 
+
 def _absorb(target: Any, module: Scope, piece: _Part) -> None:
     """Merge a piece's index into `target` (a DataFlow, or the _Part of a class) and its module scope."""
     for name, defs in piece.module.defs.items():
@@ -169,7 +164,6 @@ def _absorb(target: Any, module: Scope, piece: _Part) -> None:
     target.for_nodes.update(piece.for_nodes)
     target.classes.update(piece.classes)
     target.fits.extend(piece.fits)
-
 
 class DataFlow:
     """Provenance facts for one module; build once per model with `DataFlow.of(model)`."""
@@ -185,9 +179,7 @@ class DataFlow:
         self._def_info: dict[int, Info] = {}
         self._busy: set[int] = set()
         self._resolved: dict[int, tuple[ast.Call, str | None]] = {}  # resolve_call, by node (the entry keeps it alive)
-        self._taints: dict[
-            tuple[int, str], tuple[ast.Call, str | None]
-        ] = {}  # taint_kind, asked by several rules for the same calls
+        self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
         self._parents: dict[int, dict[int, ast.AST]] = {}  # `parents` by statement index, without pieces
@@ -341,9 +333,7 @@ class DataFlow:
         for child in child_nodes(node):
             self._walk(child, scope)
 
-    def _bind(
-        self, scope: Scope, target: ast.AST, value: ast.expr, stmt: ast.AST, kind: str = "assign", at: _Pos | None = None
-    ) -> None:
+    def _bind(self, scope: Scope, target: ast.AST, value: ast.expr, stmt: ast.AST, kind: str = "assign", at: _Pos | None = None) -> None:
         at = at or end(stmt)
         if isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
@@ -426,11 +416,7 @@ class DataFlow:
 
     def defs_where(self, key: str, keep: Callable[[Def], bool]) -> list[Def]:
         """Every definition that `keep` accepts (in no particular order), on the same terms."""
-        return [
-            d
-            for scope in self.scopes.values()
-            for d in self._per_piece(key, scope, lambda sc: [d for ds in sc.defs.values() for d in ds if keep(d)])
-        ]
+        return [d for scope in self.scopes.values() for d in self._per_piece(key, scope, lambda sc: [d for ds in sc.defs.values() for d in ds if keep(d)])]
 
     def nodes_where(self, key: str, keep: Callable[[ast.AST], bool]) -> list[ast.AST]:
         """Every node of the module (inside lambdas too) that `keep` accepts, top-level statement by
@@ -449,9 +435,7 @@ class DataFlow:
                 continue
             # a class: its header, then each body statement's nodes, kept in that statement's piece
             body = {id(member) for member in getattr(stmt, "body", [])}
-            found.extend(
-                n for n in (stmt, *(m for c in ast.iter_child_nodes(stmt) if id(c) not in body for m in ast.walk(c))) if keep(n)
-            )
+            found.extend(n for n in (stmt, *(m for c in ast.iter_child_nodes(stmt) if id(c) not in body for m in ast.walk(c))) if keep(n))
             for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True):
                 found.extend(self._memo(key, piece, member, lambda s: [n for n in ast.walk(s) if keep(n)]))
         return found
@@ -470,9 +454,7 @@ class DataFlow:
                 found = self._parents[index] = _parent_map(stmt)
             return found
         part = self._parts[index]
-        result: dict[int, ast.AST] = self._memo(
-            "parents", part, stmt, lambda s: self._class_parents(s, part) if part.members else _parent_map(s)
-        )
+        result: dict[int, ast.AST] = self._memo("parents", part, stmt, lambda s: self._class_parents(s, part) if part.members else _parent_map(s))
         return result
 
     def _class_parents(self, stmt: ast.AST, part: _Part) -> dict[int, ast.AST]:
@@ -659,11 +641,7 @@ class DataFlow:
         out: list[tuple[str, ast.expr | None]] = []
         for caller, call in self._call_sites().get(id(sc), ()):
             passed: ast.expr | None = None
-            if (
-                index is not None
-                and index < len(call.args)
-                and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1])
-            ):
+            if index is not None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
                 passed = call.args[index]
             for keyword in call.keywords:
                 if keyword.arg == d.name:
@@ -697,15 +675,12 @@ class DataFlow:
     # --- taints: fitted statistics and resampling ----------------------------------------
 
     def taint_kind(self, call: ast.Call, scope: str) -> str | None:
-        """ "fit" (a transformer fitted on data), "stat" (a dataset statistic) or
+        """"fit" (a transformer fitted on data), "stat" (a dataset statistic) or
         "resample" (oversampling that copies rows), else None."""
         key = (id(call), scope)
         seen = self._taints.get(key)
         if seen is None or seen[0] is not call:
-            seen = self._taints[key] = (
-                call,
-                self._taint_kind(call, scope),
-            )  # the entry keeps the node alive: its id stays its own
+            seen = self._taints[key] = (call, self._taint_kind(call, scope))  # the entry keeps the node alive: its id stays its own
         return seen[1]
 
     def _taint_kind(self, call: ast.Call, scope: str) -> str | None:
@@ -725,13 +700,7 @@ class DataFlow:
             ):
                 return "stat"
         callee = self.resolve_call(call)
-        if (
-            callee
-            and tail(callee) in STAT_METHODS
-            and callee.split(".")[0] in ("numpy", "torch")
-            and call.args
-            and _global_axis(call, 1)
-        ):
+        if callee and tail(callee) in STAT_METHODS and callee.split(".")[0] in ("numpy", "torch") and call.args and _global_axis(call, 1):
             return "stat"
         if callee in RESAMPLE_FUNCTIONS and call.args:
             replace = next((k.value for k in call.keywords if k.arg == "replace"), None)
@@ -785,11 +754,7 @@ class DataFlow:
     def tainted_input(self, call: ast.Call) -> ast.expr | None:
         """The data a taint node reads: the fitted / resampled array or the statistic's receiver."""
         func = call.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr in STAT_METHODS
-            and not self.imports.is_imported(dotted(func.value) or "")
-        ):
+        if isinstance(func, ast.Attribute) and func.attr in STAT_METHODS and not self.imports.is_imported(dotted(func.value) or ""):
             return func.value
         return call.args[0] if call.args else None
 
@@ -805,12 +770,7 @@ class DataFlow:
         chain = self._scope_chain(scope)
         best: tuple[_Pos, ast.Call] | None = None
         for obj, fit_scope, where, fit in self.fits:
-            if (
-                obj == name
-                and fit_scope in chain
-                and (fit_scope != scope or where < at)
-                and self.taint_kind(fit, fit_scope) == "fit"
-            ):
+            if obj == name and fit_scope in chain and (fit_scope != scope or where < at) and self.taint_kind(fit, fit_scope) == "fit":
                 if best is None or where > best[0]:
                     best = (where, fit)
         return best[1] if best else None
@@ -860,18 +820,12 @@ class DataFlow:
     def cv_input(self, expr: ast.Call, scope: str) -> ast.expr | None:
         """The data a cross-validation call splits internally."""
         callee = self.resolve_call(expr)
-        if (callee in CV_FUNCTIONS or tail(callee) in ("cross_val_score", "cross_validate", "cross_val_predict")) and len(
-            expr.args
-        ) >= 2:
+        if (callee in CV_FUNCTIONS or tail(callee) in ("cross_val_score", "cross_validate", "cross_val_predict")) and len(expr.args) >= 2:
             return expr.args[1]
         func = expr.func
         if isinstance(func, ast.Attribute) and func.attr == "fit" and expr.args:
             receiver = func.value
-            ctor = (
-                self.resolve_call(receiver)
-                if isinstance(receiver, ast.Call)
-                else self.constructor(dotted(receiver) or "", scope, pos(expr))
-            )
+            ctor = self.resolve_call(receiver) if isinstance(receiver, ast.Call) else self.constructor(dotted(receiver) or "", scope, pos(expr))
             if ctor and tail(ctor).endswith("SearchCV"):
                 return expr.args[0]
         return None
@@ -959,11 +913,7 @@ class DataFlow:
             return False
         value = unwrap_iter(d.value) if d.kind == "for" else d.value
         split = self.split_input(value, d.scope)
-        if (
-            split is not None
-            and d.index is not None
-            and (side_of_name(d.name) or _position_side(split[1], d.index, d.arity or 0))
-        ):
+        if split is not None and d.index is not None and (side_of_name(d.name) or _position_side(split[1], d.index, d.arity or 0)):
             return True
         return _is_partition(value) and side_of_name(d.name) is not None
 
@@ -997,9 +947,7 @@ def _global_axis(call: ast.Call, positional: int) -> bool:
 
 def unwrap_iter(value: ast.expr) -> ast.expr:
     """`enumerate(x)`, `tqdm(x)`, `zip(x, ...)`'s first argument: what a loop really iterates."""
-    while (
-        isinstance(value, ast.Call) and value.args and tail(dotted(value.func)) in ("enumerate", "tqdm", "iter", "list", "trange")
-    ):
+    while isinstance(value, ast.Call) and value.args and tail(dotted(value.func)) in ("enumerate", "tqdm", "iter", "list", "trange"):
         value = value.args[0]
     return value
 
@@ -1013,11 +961,7 @@ def _keyword_side(call: ast.Call) -> str | None:
     for keyword in call.keywords:
         if keyword.arg == "train" and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, bool):
             return TRAIN if keyword.value.value else TEST
-        if (
-            keyword.arg in ("split", "subset")
-            and isinstance(keyword.value, ast.Constant)
-            and isinstance(keyword.value.value, str)
-        ):
+        if keyword.arg in ("split", "subset") and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str):
             word = keyword.value.value.split("[")[0].lower()
             if word in ("test", "testing", "eval"):
                 return TEST
@@ -1045,10 +989,8 @@ def _is_partition(value: ast.expr) -> bool:
     """A slice, a row sample or a Subset of something: one part of a whole."""
     if isinstance(value, ast.Subscript):
         sl = value.slice
-        return (
-            isinstance(sl, ast.Slice)
-            or (isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts))
-            or isinstance(sl, (ast.Name, ast.Attribute, ast.Call))
+        return isinstance(sl, ast.Slice) or (isinstance(sl, ast.Tuple) and any(isinstance(e, ast.Slice) for e in sl.elts)) or isinstance(
+            sl, (ast.Name, ast.Attribute, ast.Call)
         )
     if isinstance(value, ast.Call):
         name = tail(dotted(value.func))
@@ -1067,9 +1009,7 @@ def span_of(model: ModuleModel, node: ast.AST) -> Span:
 
 # --- nn.Module facts -----------------------------------------------------------------------
 
-NOT_MODULES = frozenset(
-    {"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
-)
+NOT_MODULES = frozenset({"Parameter", "ParameterList", "ParameterDict", "Buffer", "UninitializedParameter", "UninitializedBuffer"})
 
 
 def is_module_constructor(flow: DataFlow, node: ast.AST | None, scope: str, _depth: int = 0) -> bool:
@@ -1137,13 +1077,9 @@ def _unconverted(node: ast.expr) -> ast.expr:
             node = node.func.value
         elif isinstance(node, ast.Attribute) and node.attr in _SAME_VALUES:
             node = node.value
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in _CONVERSIONS
-            and len(node.args) == 1
-        ):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONVERSIONS and len(node.args) == 1:
             node = node.args[0]
         else:
             break
     return node
+

@@ -57,9 +57,7 @@ class Kind(StrEnum):
 
 
 GRAPH_KINDS = frozenset({Kind.LOSS, Kind.OUTPUT})
-NO_GRAD_CONTEXTS = frozenset(
-    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
-)
+NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 AUTOCAST_CONTEXTS = frozenset({"torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast"})
 MODULE_BASES = frozenset(
     {
@@ -88,21 +86,14 @@ LOOP_OWNING_BASES = frozenset(
 )
 OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimi[sz]er)(s?|_?\w*)$|^\w*_(opt|optim|optimi[sz]er)$|^\w*Optimi[sz]er$", re.I)
 SCHEDULER_NAME = re.compile(r"sched|lr_|warmup", re.I)
-MODEL_NAME = re.compile(
-    r"^(model|net|network|module|classifier|encoder|decoder|generator|discriminator|backbone|net[A-Z_]\w*|model_\w+|\w+_model|\w+_net)$"
-)
+MODEL_NAME = re.compile(r"^(model|net|network|module|classifier|encoder|decoder|generator|discriminator|backbone|net[A-Z_]\w*|model_\w+|\w+_model|\w+_net)$")
 SCALER_NAME = re.compile(r"^\w*scaler$", re.I)
 LOSS_CALL = re.compile(r"(loss|cross_entropy|nll|mse|l1|kl_div|bce|hinge|margin|criterion|triplet|ctc)", re.I)
-OPTIMIZER_CLASS = re.compile(
-    r"^(SGD|Adam|AdamW|Adamax|NAdam|RAdam|Adagrad|Adadelta|RMSprop|Rprop|LBFGS|SparseAdam|ASGD|Adafactor|Lion|LAMB|Lamb|AdamW8bit|Adam8bit|PagedAdamW\w*|FusedAdam|FusedLAMB|Muon|\w*Optimizer)$"
-)
+OPTIMIZER_CLASS = re.compile(r"^(SGD|Adam|AdamW|Adamax|NAdam|RAdam|Adagrad|Adadelta|RMSprop|Rprop|LBFGS|SparseAdam|ASGD|Adafactor|Lion|LAMB|Lamb|AdamW8bit|Adam8bit|PagedAdamW\w*|FusedAdam|FusedLAMB|Muon|\w*Optimizer)$")
 # `loss.backward()`, `accelerator.backward(loss)`, `fabric.backward(loss)`, Lightning's `self.manual_backward(loss)`
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 # Factories named for what they return, trusted only when the callee cannot be read (a tie-break).
-_FACTORY = re.compile(
-    r"^_*(create|get|build|make|init|setup|configure|construct|prepare)_?(?P<what>optimi[sz]ers?|optim|lr_scheduler|scheduler|model|net|network)$",
-    re.I,
-)
+_FACTORY = re.compile(r"^_*(create|get|build|make|init|setup|configure|construct|prepare)_?(?P<what>optimi[sz]ers?|optim|lr_scheduler|scheduler|model|net|network)$", re.I)
 _WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_", "module"})
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_", "__float__"})
 _BUILTINS = frozenset(dir(builtins))
@@ -184,21 +175,9 @@ class Event:
         loops, with the callee in front of its call chain (a positional copy: the training
         model makes many, and `dataclasses.replace` costs several times more)."""
         return Event(
-            self.kind,
-            self.span,
-            self.stmt,
-            self.function,
-            self.receiver,
-            self.name,
-            self.args,
-            self.keywords,
-            self.value,
-            self.targets,
-            call.guards + self.guards,
-            call.contexts + self.contexts,
-            call.loops + self.loops,
-            (callee, *self.via),
-            self.inner,
+            self.kind, self.span, self.stmt, self.function, self.receiver, self.name, self.args, self.keywords, self.value,
+            self.targets, call.guards + self.guards, call.contexts + self.contexts, call.loops + self.loops,
+            (callee, *self.via), self.inner,
         )
 
 
@@ -279,9 +258,7 @@ class ModuleModel:
         for qualname, fn in self.functions.items():
             calls = known.get(qualname)
             if calls is None:
-                calls = tuple(
-                    (t, e) for e in fn.events if e.kind in (EventKind.CALL, EventKind.STEP) for t in self.call_targets(e)
-                )
+                calls = tuple((t, e) for e in fn.events if e.kind in (EventKind.CALL, EventKind.STEP) for t in self.call_targets(e))
             for target, event in calls:
                 result.setdefault(target, []).append(event)
         return result
@@ -655,9 +632,7 @@ class ModuleModel:
             return event.receiver != name and any(name in v.names for v in (*passed, *((event.value,) if event.value else ())))
         if not any(name in v.names for v in passed):
             return False
-        if event.receiver == name or (
-            event.kind is EventKind.CALL and event.name and not event.receiver and self._library_call(event.name)
-        ):
+        if event.receiver == name or (event.kind is EventKind.CALL and event.name and not event.receiver and self._library_call(event.name)):
             return False  # `losses.pop()`, `torch.stack(losses)`, `len(losses)`
         return True
 
@@ -689,9 +664,7 @@ class _Builder:
         self.fn: Function | None = None
         self.stmt: Span | None = None
         self.string_lines: set[int] = set()
-        self._callees: dict[
-            int, tuple[ast.Call, tuple[str | None, str | None, str | None]]
-        ] = {}  # `callee` by node (the entry keeps it alive)
+        self._callees: dict[int, tuple[ast.Call, tuple[str | None, str | None, str | None]]] = {}  # `callee` by node (the entry keeps it alive)
 
     # positions
     def span(self, node: ast.AST) -> Span:
@@ -740,8 +713,7 @@ class _Builder:
             names=tuple(dict.fromkeys(names)),
             methods=tuple(dict.fromkeys(methods)),
             calls=tuple(dict.fromkeys(calls)),
-            is_literal=isinstance(node, ast.Constant)
-            or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)),
+            is_literal=isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)),
             is_binop=isinstance(node, ast.BinOp),
         )
 
@@ -871,15 +843,8 @@ class _Builder:
             else:
                 name = dotted(target) or self.text(target)
                 self.emit(EventKind.ASSIGN, stmt, targets=(name,), value=summary)
-                if (
-                    isinstance(target, ast.Attribute)
-                    and target.attr == "grad"
-                    and isinstance(value, ast.Constant)
-                    and value.value is None
-                ):
-                    self.emit(
-                        EventKind.ZERO_GRAD, stmt, receiver=dotted(target.value) or self.text(target.value), name="grad=None"
-                    )
+                if isinstance(target, ast.Attribute) and target.attr == "grad" and isinstance(value, ast.Constant) and value.value is None:
+                    self.emit(EventKind.ZERO_GRAD, stmt, receiver=dotted(target.value) or self.text(target.value), name="grad=None")
 
     def expr(self, node: ast.AST) -> None:
         """Emit events for the calls inside an expression, innermost first."""
@@ -910,9 +875,7 @@ class _Builder:
             kind = EventKind.BACKWARD
         self.emit(kind, node, receiver=receiver, name=name, args=args, keywords=keywords)
 
-    def _classify_method(
-        self, method: str, receiver: str | None, args: tuple[Value, ...], callee: str | None
-    ) -> tuple[EventKind, str | None]:
+    def _classify_method(self, method: str, receiver: str | None, args: tuple[Value, ...], callee: str | None) -> tuple[EventKind, str | None]:
         dotted_name = f"{receiver}.{method}" if receiver else method
         if method in _BACKWARD_METHODS:
             return EventKind.BACKWARD, dotted_name
@@ -955,9 +918,7 @@ class _Builder:
         else:
             self.stmt = self.span(node.iter)
             self.expr(node.iter)
-            targets = tuple(
-                t for t in (dotted(n) for n in ast.walk(node.target) if isinstance(n, (ast.Name, ast.Attribute))) if t
-            )
+            targets = tuple(t for t in (dotted(n) for n in ast.walk(node.target) if isinstance(n, (ast.Name, ast.Attribute))) if t)
             iter_value = self.value(node.iter)
             header_end = node.iter
         span = self.span(node)
@@ -979,10 +940,7 @@ class _Builder:
             parent=self.loop_stack[-1] if self.loop_stack else None,
             guards=tuple(self.guards),
             contexts=tuple(self.contexts),
-            body_indent=self.source.indentation(first_line)
-            if self.source.line(first_line)[: len(self.source.indentation(first_line))].strip() == ""
-            and first_line != span.start.line
-            else self.source.indentation(span.start.line) + "    ",
+            body_indent=self.source.indentation(first_line) if self.source.line(first_line)[: len(self.source.indentation(first_line))].strip() == "" and first_line != span.start.line else self.source.indentation(span.start.line) + "    ",
             indent=self.source.indentation(span.start.line),
             has_multiline_strings=_has_multiline_strings(node),
             runs_once=any(isinstance(stmt, (ast.Break, ast.Return, ast.Raise)) for stmt in node.body),
@@ -1037,16 +995,12 @@ class _Builder:
         if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and first.decorator_list:
             first_line = first.decorator_list[0].lineno - 1
         header_line = node.lineno - 1
-        body_indent = (
-            self.source.indentation(first_line) if first_line > header_line else self.source.indentation(header_line) + "    "
-        )
+        body_indent = self.source.indentation(first_line) if first_line > header_line else self.source.indentation(header_line) + "    "
         fn = Function(
             qualname=self._qualname(node.name, owner),
             name=node.name,
             span=span,
-            header=Span.of(
-                header_line, self.source.char_col(header_line, node.col_offset), header_line, len(self.source.line(header_line))
-            ),
+            header=Span.of(header_line, self.source.char_col(header_line, node.col_offset), header_line, len(self.source.line(header_line))),
             params=params,
             defaults=defaults,
             decorators=decorators,

@@ -211,9 +211,7 @@ def _process(work: Work) -> Outcome:
         if work.notebook:
             if work.fix:
                 raw, fixed, result, _ = fix_notebook(work.text, work.path, work.config, unsafe=work.unsafe)
-                return Outcome(
-                    work.index, result.diagnostics, result.syntax_errors, raw if fixed else None, fixed, None, result.dependencies
-                )
+                return Outcome(work.index, result.diagnostics, result.syntax_errors, raw if fixed else None, fixed, None, result.dependencies)
             notebook = parse_notebook(work.text)
             if isinstance(notebook, NotebookError):  # pragma: no cover - run() parsed it first
                 return Outcome(work.index, error=notebook.message)
@@ -222,9 +220,7 @@ def _process(work: Work) -> Outcome:
             return Outcome(work.index, result.diagnostics, result.syntax_errors, dependencies=result.dependencies)
         if work.fix:
             text, fixed, result = fix_source(work.text, work.path, work.config, unsafe=work.unsafe)
-            return Outcome(
-                work.index, result.diagnostics, result.syntax_errors, text if fixed else None, fixed, None, result.dependencies
-            )
+            return Outcome(work.index, result.diagnostics, result.syntax_errors, text if fixed else None, fixed, None, result.dependencies)
         result = analyze(work.text, work.path, work.config)
         return Outcome(work.index, result.diagnostics, result.syntax_errors, dependencies=result.dependencies)
     except Exception as exc:  # pragma: no cover - analyze() is built not to raise
@@ -323,9 +319,7 @@ def _open_notebooks(targets: Sequence[Target], report: Report) -> list[Target]:
     return kept
 
 
-def run(
-    targets: Sequence[Target], options: Options, errors: list[FileError] | None = None, notes: list[str] | None = None
-) -> RunOutput:
+def run(targets: Sequence[Target], options: Options, errors: list[FileError] | None = None, notes: list[str] | None = None) -> RunOutput:
     report = Report(
         files=[],
         errors=list(errors or ()),
@@ -363,20 +357,10 @@ def run(
         if entry is not None and not (
             options.fixing and any(d.fix is not None and d.fix.applies(unsafe=options.unsafe_fixes) for d in entry.diagnostics)
         ):
-            results[i] = FileResult(
-                target.path, target.display, source, entry.diagnostics, entry.syntax_errors, notebook=target.notebook
-            )
+            results[i] = FileResult(target.path, target.display, source, entry.diagnostics, entry.syntax_errors, notebook=target.notebook)
             continue
         work.append(
-            Work(
-                i,
-                str(target.path),
-                target.loaded.text,
-                target.config,
-                options.fixing,
-                options.unsafe_fixes,
-                target.notebook is not None,
-            )
+            Work(i, str(target.path), target.loaded.text, target.config, options.fixing, options.unsafe_fixes, target.notebook is not None)
         )
 
     used = list({id(c): c for c in (cache_for(targets[w.index].config) for w in work) if c.file is not None}.values())
@@ -397,11 +381,7 @@ def run(
         new_text = outcome.text
         if new_text is not None and new_text != text:
             if options.diff:
-                diff = (
-                    notebook_diff(target.display, target.notebook, new_text)
-                    if target.notebook
-                    else unified_diff(target.display, text, new_text)
-                )
+                diff = notebook_diff(target.display, target.notebook, new_text) if target.notebook else unified_diff(target.display, text, new_text)
                 out.diffs.append(diff)
                 out.would_fix += outcome.fixed
                 # show what the file holds now, not what it would hold
@@ -424,12 +404,7 @@ def run(
             out.fixed_stdin = text
         if not target.stdin and not (options.diff and outcome.fixed):
             cache_for(target.config).put(
-                str(target.path),
-                digests[outcome.index],
-                outcome.diagnostics,
-                outcome.syntax_errors,
-                outcome.dependencies,
-                target.stat,
+                str(target.path), digests[outcome.index], outcome.diagnostics, outcome.syntax_errors, outcome.dependencies, target.stat
             )
         joined = target.notebook
         if joined is not None and text != joined.notebook.raw:
