@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from torch_preflight.core.names import dotted, tail
+from torch_preflight.core.names import child_nodes, dotted, tail
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Span
 
@@ -185,6 +185,8 @@ class DataFlow:
         self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
         self._parents: dict[int, dict[int, ast.AST]] = {}  # `parents` by statement index, without pieces
         self._part_of: dict[int, _Part] = {}  # id of a piece's scope (its module-level one too) -> the piece
+        self._sides_arise: bool | None = None  # `sides_arise`, computed on first use
+        self._split_points: list[tuple[ast.expr, str, ast.AST]] | None = None  # `split_points`, found on first use
         if model.tree is not None:
             parts = model.__dict__.get("_tpf_dataflow_parts")  # set by core/incremental.py
             if parts is None:
@@ -329,7 +331,7 @@ class DataFlow:
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in ("fit", "fit_transform") and dotted(func.value):
                 self.fits.append((dotted(func.value) or "", scope.qualname, pos(node), node))
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             self._walk(child, scope)
 
     def _bind(self, scope: Scope, target: ast.AST, value: ast.expr, stmt: ast.AST, kind: str = "assign", at: _Pos | None = None) -> None:
@@ -840,8 +842,14 @@ class DataFlow:
                 return expr.args[0]
         return None
 
-    def split_points(self) -> Iterator[tuple[ast.expr, str, ast.AST]]:
-        """Every place data gets split: (input, scope, the split node)."""
+    def split_points(self) -> list[tuple[ast.expr, str, ast.AST]]:
+        """Every place data gets split: (input, scope, the split node); found once per module
+        (`leak_site` asks for every statistic of the file)."""
+        if self._split_points is None:
+            self._split_points = list(self._find_split_points())
+        return self._split_points
+
+    def _find_split_points(self) -> Iterator[tuple[ast.expr, str, ast.AST]]:
         seen: set[int] = set()
         for d in self.all_defs():
             if d.value is None or id(d.value) in seen:
@@ -877,7 +885,7 @@ class DataFlow:
                 lineage.add(d)
         if not lineage:
             return None
-        for d in self.all_defs():
+        for d in self.all_defs() if self.sides_arise() else ():  # no part on any side: no def reaches one
             info = self.def_info(d)
             if taint in info.taints and info.sides & sides and info.origins & lineage and d.stmt is not None:
                 return d.stmt
@@ -954,8 +962,32 @@ class DataFlow:
             return side_of_name(d.name) or _position_side(split[1], d.index, d.arity or 0)
         return side_of_name(d.name) if _is_partition(value) else None
 
+    def sides_arise(self) -> bool:
+        """Whether any value of the module can come from a side (train/val/test): a side arises only
+        at a call with a side keyword (`train=False`), a named or positional part of a split, or
+        a slice named after a side (`_info_expr`, `_compute_def`); everything else unions what it
+        reads. Without one, no `def_info` has a side and the searches for one need not compute
+        them (a large module without any split computed the provenance of every definition)."""
+        if self._sides_arise is None:
+            self._sides_arise = any(_keyword_side(c) for sc in self.scopes.values() for c in sc.calls) or any(
+                self._makes_side(d) for d in self.all_defs()
+            )
+        return self._sides_arise
+
+    def _makes_side(self, d: Def) -> bool:
+        """Whether `_compute_def` can give `d` a side of its own (not one read from its value)."""
+        if d.value is None or d.kind == "param":
+            return False
+        value = unwrap_iter(d.value) if d.kind == "for" else d.value
+        split = self.split_input(value, d.scope)
+        if split is not None and d.index is not None and (side_of_name(d.name) or _position_side(split[1], d.index, d.arity or 0)):
+            return True
+        return _is_partition(value) and side_of_name(d.name) is not None
+
     def split_sides(self) -> frozenset[str]:
         """The sides any value in the file is known to come from."""
+        if not self.sides_arise():
+            return frozenset()
         sides: set[str] = set()
         for d in self.all_defs():
             sides |= self.def_info(d).sides

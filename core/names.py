@@ -124,3 +124,33 @@ def _statements(tree: ast.AST) -> Iterator[ast.AST]:
         node = todo.popleft()
         yield node
         todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCKS))
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`list(ast.iter_child_nodes(node))`, the same nodes in the same order, without its two
+    generators: the model and the data-flow index visit every node of a file."""
+    found: list[ast.AST] = []
+    for name in node._fields:
+        child = getattr(node, name, None)
+        if isinstance(child, ast.AST):
+            found.append(child)
+        elif isinstance(child, list):
+            found.extend(c for c in child if isinstance(c, ast.AST))
+    return found
+
+
+def breadth_first(node: ast.AST) -> list[ast.AST]:
+    """`list(ast.walk(node))`: the same nodes in the same order (a value's summary walks its whole expression)."""
+    nodes = [node]
+    append = nodes.append
+    i = 0
+    while i < len(nodes):
+        sub = nodes[i]
+        i += 1
+        for name in sub._fields:
+            child = getattr(sub, name, None)
+            if isinstance(child, ast.AST):
+                append(child)
+            elif isinstance(child, list):
+                nodes.extend(c for c in child if isinstance(c, ast.AST))
+    return nodes

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 
-from torch_preflight.core.names import ImportMap, dotted, tail
+from torch_preflight.core.names import ImportMap, breadth_first, child_nodes, dotted, tail
 from torch_preflight.core.source import SourceText, Span
 
 
@@ -672,6 +672,7 @@ class _Builder:
         self.fn: Function | None = None
         self.stmt: Span | None = None
         self.string_lines: set[int] = set()
+        self._callees: dict[int, tuple[ast.Call, tuple[str | None, str | None, str | None]]] = {}  # `callee` by node (the entry keeps it alive)
 
     # positions
     def span(self, node: ast.AST) -> Span:
@@ -689,11 +690,12 @@ class _Builder:
         names: list[str] = []
         methods: list[str] = []
         calls: list[str] = []
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name):
-                names.append(sub.id)
-            elif isinstance(sub, ast.Call):
-                function, _, called_method = self.callee(sub)
+        for sub in breadth_first(node):  # ast.walk's order: the tuples below keep it
+            kind = type(sub)
+            if kind is ast.Name:
+                names.append(sub.id)  # type: ignore[attr-defined]
+            elif kind is ast.Call:
+                function, _, called_method = self.callee(sub)  # type: ignore[arg-type]
                 if function:
                     calls.append(function)
                 if called_method:
@@ -708,9 +710,10 @@ class _Builder:
         while isinstance(inner, ast.Subscript):
             inner = inner.value
         base = dotted(inner)
+        span = self.span(node)
         return Value(
-            text=self.text(node),
-            span=self.span(node),
+            text=self.source.slice(span),
+            span=span,
             callee=callee,
             receiver=receiver,
             method=method,
@@ -723,7 +726,14 @@ class _Builder:
         )
 
     def callee(self, call: ast.Call) -> tuple[str | None, str | None, str | None]:
-        """(resolved function, receiver, method): exactly one of function or method is set."""
+        """(resolved function, receiver, method): exactly one of function or method is set.
+        Kept per call node: a nested call is asked again by every value that contains it."""
+        found = self._callees.get(id(call))
+        if found is None or found[0] is not call:
+            found = self._callees[id(call)] = (call, self._callee(call))
+        return found[1]
+
+    def _callee(self, call: ast.Call) -> tuple[str | None, str | None, str | None]:
         func = call.func
         name = dotted(func)
         if name is None:
@@ -853,7 +863,7 @@ class _Builder:
             for gen in node.generators:
                 self.expr(gen.iter)
             return
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.expr):
                 self.expr(child)
             elif isinstance(child, ast.keyword):

@@ -53,6 +53,14 @@ class SourceText:
         """Lines with their line endings kept."""
         return self.text.splitlines(keepends=True) or [""]
 
+    @cached_property
+    def _line_facts(self) -> tuple[list[int], list[bool]]:
+        """Per line (split at "\\n", as `line_starts`): its length without the line ending, and
+        whether it is ASCII. Positions are converted hundreds of thousands of times in a large file,
+        and slicing the line out each time cost more than the rest of the conversion."""
+        pieces = [piece.rstrip("\r") for piece in self.text.split("\n")]
+        return [len(piece) for piece in pieces], [piece.isascii() for piece in pieces]
+
     def line(self, line: int) -> str:
         """The text of a 0-based line without its line ending ('' past the end)."""
         starts = self.line_starts
@@ -65,8 +73,8 @@ class SourceText:
         starts = self.line_starts
         if pos.line >= len(starts):
             return len(self.text)
-        line_text = self.line(pos.line)
-        return starts[pos.line] + min(pos.col, len(line_text))
+        length = self._line_facts[0][pos.line] if pos.line >= 0 else 0  # len(self.line(pos.line))
+        return starts[pos.line] + min(pos.col, length)
 
     def position(self, offset: int) -> Position:
         offset = max(0, min(offset, len(self.text)))
@@ -82,11 +90,9 @@ class SourceText:
 
     def char_col(self, line: int, utf8_col: int) -> int:
         """Convert a UTF-8 byte column (as `ast` reports it) into a code-point column."""
-        if self.is_ascii:
+        if self.is_ascii or not 0 <= line < len(self.line_starts) or self._line_facts[1][line]:
             return utf8_col
         text = self.line(line)
-        if text.isascii():
-            return utf8_col
         return len(text.encode("utf-8")[:utf8_col].decode("utf-8", errors="ignore"))
 
     def indentation(self, line: int) -> str:

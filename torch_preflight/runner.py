@@ -15,6 +15,7 @@ and are saved after the run.
 from __future__ import annotations
 
 import difflib
+import gc
 import os
 import traceback
 from collections.abc import Sequence
@@ -186,8 +187,20 @@ def fix_notebook(raw: str, path: str, config: Config, *, unsafe: bool) -> tuple[
 
 
 def process(work: Work) -> Outcome:
-    """Analyse (and fix) one file, with the summaries it made (to store). Runs in a worker process; never raises."""
-    outcome = _process(work)
+    """Analyse (and fix) one file, with the summaries it made (to store). Runs in a worker process; never raises.
+
+    The cyclic garbage collector is paused while one file is analysed: the analysis allocates
+    millions of small objects (the syntax tree, events, values) that all live until it ends, and
+    each collection of the oldest generation would scan them all again (a third of the CPU time of
+    a 10,000-line file). Reference counting still frees what is dropped; cycles made by one file
+    are collected by the next collection after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        outcome = _process(work)
+    finally:
+        if enabled:
+            gc.enable()
     if _STORE:
         outcome.summaries = _STORE[0].drain()
     return outcome
