@@ -889,16 +889,11 @@ class DataFlow:
             info = self.def_info(d)
             if taint in info.taints and info.sides & sides and info.origins & lineage and d.stmt is not None:
                 return d.stmt
-        for data_in, split_scope, node in self._split_points:
+        for data_in, split_scope, node in self.split_points() if self._may_have_split_points else ():
             info = self.info(data_in, split_scope)
             if taint in info.taints and (info.origins & lineage or data_in is data):
                 return node
         return None
-
-    @cached_property
-    def _split_points(self) -> list[tuple[ast.expr, str, ast.AST]]:
-        """`split_points()`, listed once per version for every `leak_site` (it reads no provenance)."""
-        return list(self.split_points()) if self._may_have_split_points else []
 
     @cached_property
     def may_split(self) -> bool:
@@ -986,7 +981,7 @@ class DataFlow:
 
     def split_sides(self) -> frozenset[str]:
         """The sides any value in the file is known to come from."""
-        if not self.sides_arise():
+        if not self.may_split or not self.sides_arise():  # the cheap over-approximation first
             return frozenset()
         sides: set[str] = set()
         for d in self.all_defs():
