@@ -20,9 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
 
-from torch_preflight.core.names import ImportMap, child_nodes, dotted, tail
+from torch_preflight.core.names import ImportMap, breadth_first, child_nodes, dotted, tail
 from torch_preflight.core.source import SourceText, Span
 
 
@@ -685,7 +684,6 @@ class _Builder:
         self.stmt: Span | None = None
         self.string_lines: set[int] = set()
         self._callees: dict[int, tuple[ast.Call, tuple[str | None, str | None, str | None]]] = {}  # `callee` by node (the entry keeps it alive)
-        self._levels: dict[int, tuple[ast.AST, list[list[ast.AST]]]] = {}  # `_read_levels` by node (the entry keeps it alive)
 
     # positions
     def span(self, node: ast.AST) -> Span:
@@ -703,11 +701,11 @@ class _Builder:
         names: list[str] = []
         methods: list[str] = []
         calls: list[str] = []
-        for level in self._read_levels(node):
-            for sub in level:
-                if type(sub) is ast.Name:
-                    names.append(sub.id)  # type: ignore[attr-defined]
-                    continue
+        for sub in breadth_first(node):  # ast.walk's order: the tuples below keep it
+            kind = type(sub)
+            if kind is ast.Name:
+                names.append(sub.id)  # type: ignore[attr-defined]
+            elif kind is ast.Call:
                 function, _, called_method = self.callee(sub)  # type: ignore[arg-type]
                 if function:
                     calls.append(function)
@@ -737,47 +735,6 @@ class _Builder:
             is_literal=isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)),
             is_binop=isinstance(node, ast.BinOp),
         )
-
-    def _read_levels(self, node: ast.AST) -> list[list[ast.AST]]:
-        """The names and calls under `node` (itself included), by depth below it, each depth in
-        `ast.walk`'s order: read level after level, they are `ast.walk`'s order. A call's
-        arguments are summarised before the call itself is (`expr` works innermost first), so a
-        subtree summarised already is not walked again: its depths are spliced in at its place,
-        which is where `ast.walk` would visit them (a breadth-first walk visits one subtree's
-        nodes of one depth together, in order). Kept per node for the values around it."""
-        levels: list[list[ast.AST]] = []
-        frontier: list[Any] = [node]  # nodes, or (depths of a summarised subtree, next depth)
-        known = self._levels
-        while frontier:
-            found: list[ast.AST] = []
-            later: list[Any] = []
-            for entry in frontier:
-                if type(entry) is tuple:
-                    depths, depth = entry
-                    found.extend(depths[depth])
-                    if depth + 1 < len(depths):
-                        later.append((depths, depth + 1))
-                    continue
-                kind = type(entry)
-                if kind is ast.Name:
-                    found.append(entry)
-                    continue
-                if kind is ast.Constant:
-                    continue
-                if entry is not node:
-                    hit = known.get(id(entry))
-                    if hit is not None and hit[0] is entry:
-                        found.extend(hit[1][0])
-                        if len(hit[1]) > 1:
-                            later.append((hit[1], 1))
-                        continue
-                if kind is ast.Call:
-                    found.append(entry)
-                later.extend(child_nodes(entry))
-            levels.append(found)
-            frontier = later
-        known[id(node)] = (node, levels)
-        return levels
 
     def callee(self, call: ast.Call) -> tuple[str | None, str | None, str | None]:
         """(resolved function, receiver, method): exactly one of function or method is set.
