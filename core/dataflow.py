@@ -31,9 +31,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from torch_preflight.core.names import child_nodes, dotted, tail
+from torch_preflight.core.names import breadth_first, child_nodes, dotted, tail
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Span
+
+# node types without child nodes, which `DataFlow._walk` only files under their scope
+_LEAVES: frozenset[type] = frozenset(
+    {ast.Constant, ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(), *ast.unaryop.__subclasses__(), *ast.boolop.__subclasses__(), *ast.cmpop.__subclasses__()}
+)
 
 TRAIN, VAL, TEST = "train", "val", "test"
 _SIDE_WORDS = (
@@ -331,8 +336,16 @@ class DataFlow:
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in ("fit", "fit_transform") and dotted(func.value):
                 self.fits.append((dotted(func.value) or "", scope.qualname, pos(node), node))
+        scope_of_node = self.scope_of_node
         for child in child_nodes(node):
-            self._walk(child, scope)
+            kind = type(child)
+            if kind in _LEAVES:  # what `_walk` would do for it, without the call
+                scope_of_node[id(child)] = scope.qualname
+            elif kind is ast.Name:
+                scope_of_node[id(child)] = scope.qualname
+                scope_of_node[id(child.ctx)] = scope.qualname  # type: ignore[attr-defined]
+            else:
+                self._walk(child, scope)
 
     def _bind(self, scope: Scope, target: ast.AST, value: ast.expr, stmt: ast.AST, kind: str = "assign", at: _Pos | None = None) -> None:
         at = at or end(stmt)
@@ -433,17 +446,17 @@ class DataFlow:
         if tree is None:
             return []
         if self._parts is None:
-            return [n for n in ast.walk(tree) if keep(n)]
+            return [n for n in breadth_first(tree) if keep(n)]
         found: list[ast.AST] = []
         for stmt, part in zip(tree.body, self._parts, strict=True):
             if not part.members:
-                found.extend(self._memo(key, part, stmt, lambda s: [n for n in ast.walk(s) if keep(n)]))
+                found.extend(self._memo(key, part, stmt, lambda s: [n for n in breadth_first(s) if keep(n)]))
                 continue
             # a class: its header, then each body statement's nodes, kept in that statement's piece
             body = {id(member) for member in getattr(stmt, "body", [])}
             found.extend(n for n in (stmt, *(m for c in ast.iter_child_nodes(stmt) if id(c) not in body for m in ast.walk(c))) if keep(n))
             for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True):
-                found.extend(self._memo(key, piece, member, lambda s: [n for n in ast.walk(s) if keep(n)]))
+                found.extend(self._memo(key, piece, member, lambda s: [n for n in breadth_first(s) if keep(n)]))
         return found
 
     def parents(self, node: ast.AST) -> dict[int, ast.AST]:

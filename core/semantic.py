@@ -17,7 +17,7 @@ import builtins
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
 
@@ -411,6 +411,17 @@ class ModuleModel:
                         found.setdefault(target, []).append(e)
             index[qualname] = found
         return found
+
+    def release(self) -> None:
+        """Drop what the checks memoised on the model (the data-flow index, kinds, returns) and the
+        oracle of imported callees. Those point back at the model, so without this the model, its
+        syntax tree and every event outlive the check until the cyclic collector finds them: one
+        scan of all a large file allocated (`runner.process` pauses the collector while it
+        analyses). Each memo is rebuilt when asked again; the oracle is gone until set again."""
+        self.external_kind = None
+        kept = {f.name for f in fields(self)}
+        for key in [k for k in self.__dict__ if k not in kept]:
+            del self.__dict__[key]
 
     def set_external_kind(self, oracle: Callable[[str], Kind | None] | None) -> None:
         """Install what imported callees return (see `external_kind`); the kinds memoised so far are dropped."""

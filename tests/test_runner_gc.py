@@ -47,3 +47,41 @@ def test_collector_restored_when_the_analysis_raises(monkeypatch: pytest.MonkeyP
     with pytest.raises(KeyboardInterrupt):
         runner.process(_work())
     assert gc.isenabled()
+
+
+_LEAKY = """\
+import numpy as np
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+X = np.load("x.npy")
+y = np.load("y.npy")
+X = StandardScaler().fit_transform(X)
+X_train, X_test, y_train, y_test = train_test_split(X, y)
+"""
+
+
+def test_model_freed_by_reference_counting_after_a_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memos that the rules leave on the model point back at it (the data-flow index, the
+    oracle of imported callees): `analyze` releases them, so the model and its syntax tree go
+    as soon as the check ends, not at the next full scan of the cyclic collector."""
+    import weakref
+
+    from torch_preflight import analyze as analysis
+
+    refs: list[weakref.ref[object]] = []
+    real = analysis.build
+
+    def spy(*args: object, **kwargs: object) -> object:
+        model = real(*args, **kwargs)  # type: ignore[arg-type]
+        refs.append(weakref.ref(model))
+        return model
+
+    monkeypatch.setattr(analysis, "build", spy)
+    gc.disable()
+    try:
+        codes = {d.code for d in analysis.analyze(_LEAKY, "prep.py", Config(select=("ALL",))).diagnostics}
+        assert refs and refs[0]() is None
+    finally:
+        gc.enable()
+    assert "TPF201" in codes  # the data-flow index was built

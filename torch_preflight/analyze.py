@@ -110,6 +110,7 @@ def analyze(
         parsed = parse_statements(source)
     model = build(parsed.tree, source, path)
     result = check_model(model, config, path, parsed.errors, project=project, repaired=parsed.repaired)
+    model.release()  # the model is ours alone: freed here, not by the cyclic collector
     if notebook is not None:
         result.diagnostics = [relocate(d, notebook.cite) for d in result.diagnostics]
         result.syntax_errors = [replace(p, message=relocate_text(p.message, notebook.cite)) for p in result.syntax_errors]

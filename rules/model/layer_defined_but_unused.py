@@ -46,7 +46,7 @@ from collections.abc import Iterator
 
 from torch_preflight.core.dataflow import DataFlow, class_method, is_module_constructor, span_of, walk_function
 from torch_preflight.core.diagnostics import Diagnostic, Severity
-from torch_preflight.core.names import dotted
+from torch_preflight.core.names import breadth_first, dotted
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -67,7 +67,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     if tree is None:
         return
     flow = DataFlow.of(model)
-    read = _read_attributes(tree)
+    read: set[str] | None = None  # one walk of the file, only once a layer is a candidate
     for qualname, cls in model.classes.items():
         if not cls.is_module or "forward" not in cls.methods:
             continue
@@ -83,6 +83,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             if not name or not name.startswith("self.") or name.count(".") != 1:
                 continue
             attr = name.split(".", 1)[1]
+            if read is None:
+                read = _read_attributes(tree)
             if attr in read or not is_module_constructor(flow, stmt.value, scope):
                 continue
             yield report(
@@ -96,7 +98,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
 def _read_attributes(tree: ast.AST) -> set[str]:
     """Attribute names read anywhere in the file, plus string constants (getattr(self, "x"))."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in breadth_first(tree):
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Store):
             names.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
