@@ -194,7 +194,7 @@ def _foreign_gradients(
         return
     at = events.index(step)
     n = len(events)
-    cleared = {m: False for m in owned}
+    cleared = {m: False for m in sorted(owned)}  # a set: sorted, so messages do not depend on the hash seed
     foreign: list[tuple[int, list[str], bool]] = []
     for k in range(1, n):
         index = (at - k) % n
