@@ -24,6 +24,11 @@ made itself, as nanoGPT's `estimate_loss` does, is fine); the call is named in t
 information, and so is the function to decorate with `@torch.no_grad()` (the loop's own, or
 the helper that runs the forward once per call of the loop). A forward inside a helper
 decorated with `@torch.no_grad()` / `@torch.inference_mode()` is covered wherever it is called.
+A method of an nn.Module that runs the module's own layers (`self.convs[i](x)`) over a data
+loader it receives (layer-wise inference, `SAGE.test(x_all, subgraph_loader)`) is an evaluation
+too; the module's forward, its private helpers and methods its own class calls are part of the
+model and stay silent, and so does a method whose call the file cannot resolve
+(`model.module.test(...)`) when such a call runs under `no_grad`.
 
 ## Example
 ```python
