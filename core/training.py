@@ -58,6 +58,9 @@ _OTHER_FRAMEWORKS = frozenset(
      "tinygrad", "mlx", "oneflow", "megengine", "jittor"}
 )
 _TRAINING_WORDS = re.compile(r"backward|step|train|update|optimi[sz]|fit|learn|zero_grad", re.I)
+# A call without arguments named as a reader (`manager.current_step()`, `trainer.get_global_step()`,
+# `state.is_training()`) returns a counter or a flag: the training word in it is a noun.
+_READER = re.compile(r"(get|current|cur|last|num|total|is|has)_", re.I)
 # Receivers of `.update(...)` that keep records, not weights: average meters, progress bars,
 # metric dicts (`losses.update(loss.item(), n)`, `pbar.update(1)`, `top1.update(acc1[0])`).
 _BOOKKEEPING = re.compile(
@@ -95,6 +98,11 @@ def _rename(name: str | None, binding: dict[str, str]) -> str | None:
         return name
     head, dot, rest = name.partition(".")
     return binding[head] + dot + rest if head in binding else name
+
+
+def _reads_state(event: Event) -> bool:
+    """A call without arguments named as a reader (`_READER`): it reads a count, it does not train."""
+    return not (event.args or event.keywords) and bool(_READER.match(tail(event.name or "")))
 
 
 def _is_bookkeeping(event: Event) -> bool:
@@ -531,7 +539,7 @@ class TrainingModel:
         for event in events:
             if not self.is_opaque(event) or self.is_forward(event):
                 continue
-            suspicious = bool(_TRAINING_WORDS.search(tail(event.name))) or any(
+            suspicious = bool(_TRAINING_WORDS.search(tail(event.name)) and not _reads_state(event)) or any(
                 arg.base and self.model.kind_of(arg.base, event.function) is Kind.OPTIMIZER
                 for arg in (*event.args, *(v for _, v in event.keywords))
             )

@@ -24,6 +24,11 @@ made itself, as nanoGPT's `estimate_loss` does, is fine); the call is named in t
 information, and so is the function to decorate with `@torch.no_grad()` (the loop's own, or
 the helper that runs the forward once per call of the loop). A forward inside a helper
 decorated with `@torch.no_grad()` / `@torch.inference_mode()` is covered wherever it is called.
+A method of an nn.Module that runs the module's own layers (`self.convs[i](x)`) over a data
+loader it receives (layer-wise inference, `SAGE.test(x_all, subgraph_loader)`) is an evaluation
+too; the module's forward, its private helpers and methods its own class calls are part of the
+model and stay silent, and so does a method whose call the file cannot resolve
+(`model.module.test(...)`) when such a call runs under `no_grad`.
 
 ## Example
 ```python
@@ -94,6 +99,7 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     training = ctx.training
     events = training.iteration(loop)
     forwards = [e for e in events if training.is_forward(e) and not e.no_grad and not _in_no_grad_function(ctx, e)]
+    forwards = forwards or _own_layers_over_loader(ctx, loop, events)
     if not forwards or all(e.inner for e in forwards):
         return None, frozenset()
     containers = _evaluation(ctx, loop, events)
@@ -104,11 +110,74 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     diagnostic = report(
         META,
         loop.header,
-        f"Loop runs `{forwards[0].name}` forward without `torch.no_grad()`; autograd records a graph it never uses",
+        f"Loop runs `{forwards[0].name or _callee(ctx, forwards[0])}` forward without `torch.no_grad()`; autograd records a graph it never uses",
         _fix(ctx, loop),
         related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop)],
     )
     return diagnostic, containers
+
+
+def _own_layers_over_loader(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> list[Event]:
+    """The calls of a module's own layers (`self.convs[i](x)`, `self.encoder(x)`) in a loop over a
+    data loader the method receives, in a method of an nn.Module that is not its forward, not one
+    of its private helpers and not called by its own class (`SAGE.test(self, x_all,
+    subgraph_loader)`): the method evaluates the model over the data, and those calls are the
+    forward each batch runs. Silent when a call spelled like the method runs under `no_grad`
+    and the file cannot resolve it (`model.module.test(...)` inside `with torch.no_grad():`)."""
+    model = ctx.model
+    fn = model.functions.get(loop.function)
+    cls = model.enclosing_class(loop.function)
+    if fn is None or cls is None or not cls.is_module or fn.name.startswith("_") or fn.name in ("forward", "__call__"):
+        return []
+    callers = model.calls_to.get(loop.function, [])
+    if any(model.enclosing_class(c.function) is cls for c in callers):
+        return []  # a helper of the module's own forward
+    if not callers and any(e.no_grad and e.receiver and (e.name or "").rsplit(".", 1)[-1] == fn.name for f in model.functions.values() for e in f.events):
+        return []
+    if not _over_loader(ctx, loop, fn.params):
+        return []
+    return [e for e in events if e.kind is EventKind.CALL and not e.via and not e.no_grad and _own_layer(ctx, e, loop.function)]
+
+
+_LOADER_WORD = re.compile(r"loader|(?:^|_)dl$", re.I)
+
+
+def _over_loader(ctx: Context, loop: Loop, params: tuple[str, ...]) -> bool:
+    """The loop, or one around it in its function, iterates a parameter that holds a data loader:
+    by its kind, or (the callers unknown) by its name."""
+    current: Loop | None = loop
+    while current is not None and current.function == loop.function:
+        names = current.iter.names if current.iter is not None else ()
+        if any(n in params and (ctx.model.kind_of(n, loop.function) is Kind.LOADER or _LOADER_WORD.search(n)) for n in names):
+            return True
+        current = ctx.model.loops.get(current.parent) if current.parent is not None else None
+    return False
+
+
+def _call_node(ctx: Context, call: Event) -> ast.Call | None:
+    """The call's syntax, or None when its text is no call expression of its own."""
+    try:
+        node = ast.parse(ctx.source.slice(call.span).strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return node if isinstance(node, ast.Call) else None
+
+
+def _callee(ctx: Context, call: Event) -> str:
+    """The text of the called expression (`self.convs[i]`), or "" when unreadable."""
+    node = _call_node(ctx, call)
+    return ast.unparse(node.func) if node is not None else ""
+
+
+def _own_layer(ctx: Context, call: Event, scope: str) -> bool:
+    """`self.<attr>(...)` or `self.<attr>[i](...)` where the attribute holds a module (a layer, a ModuleList)."""
+    node = _call_node(ctx, call)
+    func = node.func if node is not None else None
+    if isinstance(func, ast.Subscript):
+        func = func.value
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+        return False
+    return ctx.model.kind_of(f"self.{func.attr}", scope) is Kind.MODEL and not ctx.model.resolve_function(f"self.{func.attr}", scope)
 
 
 def _in_no_grad_function(ctx: Context, event: Event) -> bool:
@@ -175,11 +244,8 @@ def _same_input_each_pass(ctx: Context, loop: Loop, events: tuple[Event, ...], f
         elif event.kind is EventKind.CALL and event.receiver:
             varying.add(event.receiver.partition(".")[0])  # `x.copy_(...)`, `it.send(...)`: may change it
     for forward in forwards:
-        try:
-            call = ast.parse(ctx.source.slice(forward.span).strip(), mode="eval").body
-        except SyntaxError:
-            return False
-        if not isinstance(call, ast.Call):
+        call = _call_node(ctx, forward)
+        if call is None:
             return False
         read = {n.id for arg in (*call.args, *call.keywords) for n in ast.walk(arg) if isinstance(n, ast.Name)}
         if not read or read & varying:
