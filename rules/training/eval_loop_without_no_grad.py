@@ -89,24 +89,29 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         entry = memo.get(loop.id)
         if entry is None or entry[0] != ctx.source.newline:  # the fix's line endings
             entry = memo[loop.id] = (ctx.source.newline, *_candidate(ctx, loop))
-        _, diagnostic, containers = entry
-        if diagnostic is not None and not _read_by_backward(ctx, containers, loop.function):
-            yield diagnostic
+        _, diagnostic, containers, own_layers = entry
+        if diagnostic is None or _read_by_backward(ctx, containers, loop.function):
+            continue
+        if own_layers and _called_under_no_grad(ctx, loop):
+            continue  # read outside the memo: the calls it looks for may be in any statement of the module
+        yield diagnostic
 
 
-def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[str]]:
-    """The loop's finding unless a back-propagating function reads the containers it stores into."""
+def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[str], bool]:
+    """The loop's finding unless a back-propagating function reads the containers it stores into
+    (and, for a module's own layers over a loader, unless the method is called under no_grad)."""
     training = ctx.training
     events = training.iteration(loop)
     forwards = [e for e in events if training.is_forward(e) and not e.no_grad and not _in_no_grad_function(ctx, e)]
+    own_layers = not forwards
     forwards = forwards or _own_layers_over_loader(ctx, loop, events)
     if not forwards or all(e.inner for e in forwards):
-        return None, frozenset()
+        return None, frozenset(), False
     containers = _evaluation(ctx, loop, events)
     if containers is None or not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
-        return None, frozenset()
+        return None, frozenset(), False
     if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards):
-        return None, frozenset()
+        return None, frozenset(), False
     diagnostic = report(
         META,
         loop.header,
@@ -114,7 +119,7 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
         _fix(ctx, loop),
         related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop)],
     )
-    return diagnostic, containers
+    return diagnostic, containers, own_layers
 
 
 def _own_layers_over_loader(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> list[Event]:
@@ -122,21 +127,27 @@ def _own_layers_over_loader(ctx: Context, loop: Loop, events: tuple[Event, ...])
     data loader the method receives, in a method of an nn.Module that is not its forward, not one
     of its private helpers and not called by its own class (`SAGE.test(self, x_all,
     subgraph_loader)`): the method evaluates the model over the data, and those calls are the
-    forward each batch runs. Silent when a call spelled like the method runs under `no_grad`
-    and the file cannot resolve it (`model.module.test(...)` inside `with torch.no_grad():`)."""
+    forward each batch runs (`_called_under_no_grad` is asked outside the loop memo)."""
     model = ctx.model
     fn = model.functions.get(loop.function)
     cls = model.enclosing_class(loop.function)
     if fn is None or cls is None or not cls.is_module or fn.name.startswith("_") or fn.name in ("forward", "__call__"):
         return []
-    callers = model.calls_to.get(loop.function, [])
-    if any(model.enclosing_class(c.function) is cls for c in callers):
-        return []  # a helper of the module's own forward
-    if not callers and any(e.no_grad and e.receiver and (e.name or "").rsplit(".", 1)[-1] == fn.name for f in model.functions.values() for e in f.events):
-        return []
+    if any(model.enclosing_class(c.function) is cls for c in model.calls_to.get(loop.function, [])):
+        return []  # a helper of the module's own forward (its callers are in the class, as the loop is)
     if not _over_loader(ctx, loop, fn.params):
         return []
     return [e for e in events if e.kind is EventKind.CALL and not e.via and not e.no_grad and _own_layer(ctx, e, loop.function)]
+
+
+def _called_under_no_grad(ctx: Context, loop: Loop) -> bool:
+    """The loop's method has no caller the file resolves, and a call spelled like it runs under
+    `no_grad` (`model.module.test(...)` inside `with torch.no_grad():`)."""
+    model = ctx.model
+    fn = model.functions.get(loop.function)
+    if fn is None or model.calls_to.get(loop.function):
+        return False
+    return any(e.no_grad and e.receiver and (e.name or "").rsplit(".", 1)[-1] == fn.name for f in model.functions.values() for e in f.events)
 
 
 _LOADER_WORD = re.compile(r"loader|(?:^|_)dl$", re.I)

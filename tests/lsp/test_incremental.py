@@ -753,3 +753,26 @@ def test_shape_facts_are_reused_after_an_edit_in_an_unreached_function() -> None
     assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
     assert doc.scoped.shapes_computed == 4
     doc.close()
+
+
+def test_a_no_grad_removed_around_an_unresolved_method_call_rechecks_the_method() -> None:
+    """TPF007 on a module's own layers over a loader stays silent while a call spelled like the
+    method runs under no_grad in another function; removing that `with torch.no_grad():` must
+    bring the finding back in the server as in a fresh analysis (the loop memo is carried over
+    edits of other functions, so that question is asked outside it)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "fixtures" / "TPF007" / "module_evaluation_method.py").read_text(encoding="utf-8")
+    doc = Document("file:///tmp/module_evaluation_method.py", text, 0)
+    config = Config()
+    doc.analysis(config)
+    old = "    with torch.no_grad():\n        out = evaluator.module.evaluate(x, loader)\n"
+    start = text.index(old)
+    new = "    if True:\n        out = evaluator.module.evaluate(x, loader)\n"
+    change = types.TextDocumentContentChangePartial(
+        range=types.Range(start=to_utf16(text, start), end=to_utf16(text, start + len(old))), text=new)
+    doc.update([change], 1, convert.UTF16)
+    expected = text[:start] + new + text[start + len(old):]
+    got, full = doc.analysis(config), analyze(expected, doc.path, config)
+    assert diagnostics(got) == diagnostics(full)
+    assert sum(d.code == "TPF007" for d in full.diagnostics) == 3  # the third is the method's loop
