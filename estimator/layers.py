@@ -227,9 +227,10 @@ def rnn(it: Interpreter, mod: Module, x: Tensor) -> Any:
 def rnn_cell(it: Interpreter, mod: Module, x: Tensor, hx: Any) -> Any:
     """One step of nn.RNNCell / LSTMCell / GRUCell, as torch's CPU composite cells compute it (aten/src/ATen/native/
     RNN.cpp): the matmuls save the input and the hidden state, the gate activations run in place on the gates buffer
-    (saved: LSTM i, f, g, o; GRU the reset and update gates), and each cell saves its few per-step products (LSTM:
-    tanh(c'); GRU: the new gate and `h - n`; RNN: the output, through tanh). The input-side gates are live while the
-    step runs. An omitted hidden state is zeros (not a leaf: it saves nothing new)."""
+    (saved: LSTM i, f, g, o; GRU the reset and update gates), and each cell saves a few hidden-sized products per
+    step (LSTM: tanh(c'); GRU: three, the new gate, `h - n` and one more, the count fitted to the measured per-sample
+    slope, docs/vram-accuracy.md; RNN: the output, through tanh). The input-side gates are live while the step runs.
+    An omitted hidden state is zeros."""
     if len(x.shape) not in (1, 2):
         return _unreadable(it, mod, None)
     lead = x.shape[:-1]
