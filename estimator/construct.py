@@ -171,6 +171,9 @@ def container_method(it: Interpreter, obj: list[Any] | dict[Any, Any], name: str
         if name == "update" and (kwargs or (args and isinstance(args[0], dict))):
             obj.update(*args[:1], **kwargs)
             return None
+    if isinstance(obj, list) and name == "append" and len(args) == 1:  # an unknown element: the length is still known
+        obj.append(args[0])
+        return None
     if name in (LIST_METHODS if isinstance(obj, list) else DICT_METHODS) and not any(is_unknown(a) for a in args):
         try:
             return getattr(obj, name)(*args, **kwargs)

@@ -23,7 +23,7 @@ from torch_preflight.estimator import catalog, configs, hf_data
 from torch_preflight.estimator.interp_calls import Calls
 from torch_preflight.estimator.interp_stmts import Statements
 from torch_preflight.estimator.interp_tensors import TensorSemantics
-from torch_preflight.estimator.record import Ops, Recorder, StepRecord
+from torch_preflight.estimator.record import Evaluation, Ops, Recorder, StepRecord
 from torch_preflight.estimator.scope import (
     LONG_ITERABLE,
     MAX_STEPS,
@@ -86,6 +86,10 @@ class Interpreter(Statements, Calls, TensorSemantics):
         self.forward_depth = 0
         self.recorder: Recorder | None = None
         self.step_records: list[StepRecord] = []
+        self.evaluation: Evaluation | None = None  # the top-level forward running under no_grad
+        self.evaluations: list[Evaluation] = []
+        self.grads_live = False  # a backward has run and no zero_grad(set_to_none=True) since
+        self.stepped = False  # an optimizer step has run
         self.instances: list[Instance] = []
         self.optimizers: list[Optimizer] = []
         self.optimizer_unknown = False  # an optimizer the script builds is not modelled (reported as unknown)
@@ -203,6 +207,18 @@ class Interpreter(Statements, Calls, TensorSemantics):
             return None
 
     def eval(self, node: ast.AST | None, scope: Scope) -> Any:
+        ev = self.evaluation
+        if ev is None or not isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp)):
+            return self._eval(node, scope)
+        # under a no_grad forward: the operands' results are freed when this expression is done with them
+        mark = len(ev.pending)
+        value = self._eval(node, scope)
+        del ev.pending[mark:]
+        if isinstance(value, Tensor) and value.storage is not None:
+            ev.pending.append((value.storage.id, value.storage.nbytes))
+        return value
+
+    def _eval(self, node: ast.AST | None, scope: Scope) -> Any:
         if node is None:
             return None
         self.tick()
@@ -594,6 +610,11 @@ class Interpreter(Statements, Calls, TensorSemantics):
                 for m in mod.modules():  # per-layer saved bytes are one step's: a loop interpreted twice must not add up
                     m.saved_bytes = 0
             self.recorder.batch.extend(a for a in [*args, *kwargs.values()] if isinstance(a, Tensor) and a.external and not a.is_param)
+        evaluating = (self.forward_depth == 0 and not self.grad_enabled and self.evaluation is None
+                      and mod.type not in catalog.LOSSES)
+        if evaluating:
+            self.evaluation = Evaluation(mod, self.grads_live, self.stepped,
+                                         sum(a.nbytes for a in [*args, *kwargs.values()] if isinstance(a, Tensor)))
         self.forward_depth += 1
         saved_script = self.in_script
         self.in_script = 0
@@ -626,10 +647,13 @@ class Interpreter(Statements, Calls, TensorSemantics):
             self.in_script = saved_script
             if self.checker is not None and self.mstack:
                 self.mstack.pop()
+            if evaluating and self.evaluation is not None:
+                self.evaluations.append(self.evaluation)
+                self.evaluation = None
         if self.checker is not None:
             self.checker.leave(mod, args, kwargs, out, top)
         first = out[0] if isinstance(out, tuple) and out else out
-        if isinstance(first, Tensor):
+        if isinstance(first, Tensor) and (self.evaluation is None or mod.output_shape is None):  # the step's, if any
             mod.output_shape = first.shape
             mod.output_bytes = first.nbytes
         _ = started

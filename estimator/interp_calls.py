@@ -146,6 +146,9 @@ class Calls:
             if self.recorder is not None:  # the frame's locals go (the returned value lives on in the caller)
                 for value in scope.vars.values():
                     self.release(value)
+            if self.evaluation is not None:
+                for name in scope.vars:
+                    self.evaluation.bound.pop((id(scope), name), None)
         return None
 
     # ---- expressions ---------------------------------------------------------------------------

@@ -51,6 +51,8 @@ class Statements:
         self.tick()
         self.line = node.lineno - 1
         self.scope = scope
+        ev = self.evaluation
+        mark = len(ev.pending) if ev is not None else 0
         try:
             self._exec_stmt(node, scope)
         except (_Return, _Break, _Continue, Budget):
@@ -60,6 +62,9 @@ class Statements:
         except Exception as exc:  # a bug or a gap in the interpreter: say so, and go on with the next statement
             self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
                          f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
+        finally:
+            if ev is not None:  # a statement's temporaries are gone when it is done
+                del ev.pending[mark:]
 
     def _exec_stmt(self: Interpreter, node: ast.stmt, scope: Scope) -> None:
         if isinstance(node, ast.Expr):
@@ -260,7 +265,10 @@ class Statements:
         """The value an assignment binds: its right side, or the value the user supplied for its target (`--set
         NAME=VALUE` names a variable, an attribute `obj.NAME`, or a dotted target such as `self.train`), which then
         is not read at all."""
+        # a name whose variable holds a known tensor is computed, not replaced: the value supplied for a dataset's
+        # `idx = self.ixes[idx].item()` is not what a model's `generate` means by `idx = torch.cat((idx, nxt), 1)`
         name = next((n for t in targets if isinstance(t, (ast.Name, ast.Attribute))
+                     and not (isinstance(t, ast.Name) and isinstance(scope.vars.get(t.id), Tensor))
                      for n in (t.id if isinstance(t, ast.Name) else t.attr, ast.unparse(t)) if n in self.supplied),
                     None) if self.supplied else None
         if name is None:
@@ -286,6 +294,12 @@ class Statements:
         if isinstance(target, ast.Name):
             old = scope.vars.get(target.id)
             scope.vars[target.id] = value
+            if self.evaluation is not None:  # a no_grad forward: the variable keeps its tensor until it is rebound
+                key = (id(scope), target.id)
+                if isinstance(value, Tensor) and value.storage is not None:
+                    self.evaluation.bound[key] = (value.storage.id, value.storage.nbytes)
+                else:
+                    self.evaluation.bound.pop(key, None)
             if old is not None and old is not value:
                 self.release(old)
             if self.in_script and self.forward_depth == 0 and isinstance(value, Module) and not getattr(value, "_registered", False):

@@ -65,6 +65,8 @@ class TensorSemantics:
         has_params = (params is not None and params.own_param_count() > 0) or bool(owners)
         requires = any(t.requires_grad and not t.is_param for t in tensors) or has_params
         rec = self.recorder
+        if self.evaluation is not None and not self.grad_enabled:
+            self.evaluation.op(out.storage.id if out.storage is not None else 0, out.nbytes, extra_transient)
         if not (self.grad_enabled and requires and rec is not None):
             return out
         out.requires_grad = True

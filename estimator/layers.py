@@ -126,6 +126,8 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
         return it.elementwise([x], grown, "pad") if grown is not None else _unreadable(it, mod, node)
     if kind in ("RNN", "LSTM", "GRU"):
         return rnn(it, mod, x)
+    if kind in ("RNNCell", "LSTMCell", "GRUCell"):
+        return rnn_cell(it, mod, x, args[1] if len(args) > 1 else kwargs.get("hx"))
     if kind == "MultiheadAttention":
         return mha(it, mod, args, kwargs)
     if kind in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
@@ -220,6 +222,40 @@ def rnn(it: Interpreter, mod: Module, x: Tensor) -> Any:
         cn = Tensor((layers * dirs, b, h), dtype, requires_grad=out.requires_grad)
         return (out, (hn, cn))
     return (out, hn)
+
+
+def rnn_cell(it: Interpreter, mod: Module, x: Tensor, hx: Any) -> Any:
+    """One step of nn.RNNCell / LSTMCell / GRUCell, as torch's CPU composite cells compute it (aten/src/ATen/native/
+    RNN.cpp): the matmuls save the input and the hidden state, the gate activations run in place on the gates buffer
+    (saved: LSTM i, f, g, o; GRU the reset and update gates), and each cell saves a few hidden-sized products per
+    step (LSTM: tanh(c'); GRU: three, the new gate, `h - n` and one more, the count fitted to the measured per-sample
+    slope, docs/vram-accuracy.md; RNN: the output, through tanh). The input-side gates are live while the step runs.
+    An omitted hidden state is zeros."""
+    if len(x.shape) not in (1, 2):
+        return _unreadable(it, mod, None)
+    lead = x.shape[:-1]
+    h = mod.args["hidden_size"]
+    gates = {"RNNCell": 1, "LSTMCell": 4, "GRUCell": 3}[mod.type]
+    weights = [it.param_tensor(ParamValue(s, mod, n)) for n, s in mod.params.items()]
+    xs, *ws = it.autocast_inputs([x, *weights])
+    dtype = xs.dtype
+    state = hx[0] if mod.type == "LSTMCell" and isinstance(hx, (tuple, list)) and hx else hx
+    h0 = state if isinstance(state, Tensor) else Tensor((*lead, h), dtype)
+    c0 = hx[1] if mod.type == "LSTMCell" and isinstance(hx, (tuple, list)) and len(hx) > 1 and isinstance(hx[1], Tensor) \
+        else Tensor((*lead, h), dtype)
+    hidden = [h0, c0] if mod.type == "LSTMCell" else [h0]
+    gate_buf = Tensor((*lead, gates * h), dtype)  # linear_hh(hx) + linear_ih(x), the activations in place
+    products = {"RNNCell": 0, "LSTMCell": 1, "GRUCell": 3}[mod.type]
+    saved = [xs, *hidden, *ws, *([gate_buf] if mod.type != "RNNCell" else []),
+             *(Tensor((*lead, h), dtype) for _ in range(products))]
+    out = Tensor((*lead, h), dtype)
+    if mod.type == "RNNCell":
+        saved.append(out)  # tanh saves its result
+    out = it.record(out, [xs, *hidden, *ws], saved, params=mod, extra_transient=Tensor((*lead, gates * h), dtype).nbytes)
+    if mod.type == "LSTMCell":
+        cy = Tensor((*lead, h), dtype, requires_grad=out.requires_grad)
+        return (out, cy)
+    return out
 
 
 def mha(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[str, Any], need_weights: bool | None = None) -> Any:

@@ -7,6 +7,7 @@ estimator.library_sources (models of installed libraries, timm.create_model)."""
 from __future__ import annotations
 
 import ast
+import collections
 import math
 import os.path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +120,9 @@ def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, A
     return Unknown(f"call `numpy.{short}`")
 
 
+DEFAULT_FACTORIES: dict[str, Any] = {"list": list, "dict": dict, "set": set, "int": int, "float": float, "str": str}
+
+
 def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
     short = name.rsplit(".", 1)[-1]
     if name.startswith(("torch.nn.", "nn.")) and short in catalog.SIGNATURES and not name.startswith("torch.nn.functional"):
@@ -132,6 +136,10 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
             return dict(*args[:1], **kwargs) if not args or isinstance(args[0], (dict, list)) else UNKNOWN
         except (TypeError, ValueError):  # a list that is not of pairs
             return UNKNOWN
+    if name in ("collections.defaultdict", "typing.DefaultDict"):  # `defaultdict(list)`: a missing key gets a new list
+        factory = args[0] if args else None
+        make = DEFAULT_FACTORIES.get(factory.name) if isinstance(factory, Qualified) else None
+        return collections.defaultdict(make) if make is not None or factory is None else UNKNOWN
     if name in library_sources.FACTORIES:
         return library_sources.timm_create_model(it, args, kwargs, node, line, col)
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
@@ -332,6 +340,8 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
             stn = kwargs.get("set_to_none", args[0] if args else True)
             it.zero_grad_set_to_none = stn is not False
             it.zero_grad_after_forward = it.recorder is not None
+            it.grads_live = it.grads_live and stn is False
+        it.stepped = it.stepped or name == "step"
         return None
     if isinstance(obj, Obj) and obj.type == "GradScaler":
         return args[0] if name == "scale" and args else None
@@ -377,6 +387,7 @@ def module_method(it: Interpreter, mod: Module, name: str, args: list[Any], kwar
         if name == "zero_grad":
             it.zero_grad_seen = True
             it.zero_grad_set_to_none = kwargs.get("set_to_none", True) is not False
+            it.grads_live = it.grads_live and not it.zero_grad_set_to_none
             it.zero_grad_after_forward = it.recorder is not None
         return mod
     if name in ("backward", "step") and it.deepspeed is not None:  # a DeepSpeed engine (estimator.construct)

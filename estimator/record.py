@@ -61,6 +61,31 @@ class Recorder:
 
 
 @dataclass
+class Evaluation:
+    """A forward of the model run under `torch.no_grad()` (an evaluation between training steps, `model.generate`):
+    it saves nothing for backward, but each op's output is allocated while the next op reads it, next to whatever
+    the training step still holds then (the gradients, until zero_grad sets them to None; the optimizer's state)."""
+    model: Module
+    grads_live: bool  # a backward ran before it and no zero_grad(set_to_none=True) since
+    stepped: bool  # an optimizer step ran before it: its state is allocated
+    inputs: int = 0  # the tensors passed to the forward, live throughout
+    peak: int = 0  # the most bytes it holds at once
+    # what is allocated while an op runs, as CPython frees it: the results of sub-expressions not yet consumed
+    # (`0.5 * x * (1 + torch.tanh(...))` holds `0.5 * x` through the parenthesis), and the tensors bound to the
+    # running frames' variables, (frame, name) -> (storage id, bytes)
+    pending: list[tuple[int, int]] = field(default_factory=list)
+    bound: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
+    prev: tuple[int, int] = (0, 0)  # the previous op's output: the input of the next (a Sequential's layers)
+
+    def op(self, out_id: int, out_bytes: int, extra: int) -> None:
+        live = dict([self.prev, *self.pending])
+        live.update(self.bound.values())
+        live[out_id] = out_bytes
+        self.peak = max(self.peak, self.inputs + sum(live.values()) + extra)
+        self.prev = (out_id, out_bytes)
+
+
+@dataclass
 class StepRecord:
     recorder: Recorder
     loss: Tensor | None

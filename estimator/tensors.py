@@ -300,7 +300,8 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return it.tensor_binop(op, t, args[0] if args else UNKNOWN, name.endswith("_"))
     if name in ("matmul", "mm", "bmm"):
         return it.matmul(t, args[0]) if args else UNKNOWN
-    if name in ("clamp", "clamp_", "clip", "neg", "round", "floor", "sign", "square", "erf", "roll", "tril", "triu", "tril_", "triu_"):
+    if name in ("clamp", "clamp_", "clip", "neg", "round", "floor", "sign", "square", "erf", "roll", "flip", "tril", "triu", "tril_",
+                "triu_"):
         return it.elementwise([t], shape, name, [t] if name in ("clamp", "clip", "square", "erf") else [])
     if name in ("gather", "index_select", "topk", "sort", "cumsum", "outer", "glu", "pixel_shuffle", "logsigmoid"):
         return _indexing(it, t, name, args, kwargs) or _not_modelled(it, f"tensor.{name}()", node)
@@ -384,4 +385,5 @@ def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
     it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch,
                                       it.held_outputs(rec, loss_t)))
     it.recorder = None
+    it.grads_live = True
     return None

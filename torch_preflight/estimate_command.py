@@ -163,7 +163,8 @@ def to_json(reports: list[MemoryReport], path: str, where: Callable[[int], str] 
 
 
 PHASES = {"forward": "during forward", "backward": "during backward", "step": "during the optimizer step",
-          "setup": "while the script sets up, before its training steps"}
+          "setup": "while the script sets up, before its training steps",
+          "evaluation": "in a forward under torch.no_grad() between training steps"}
 
 
 def peak_line(r: MemoryReport) -> str:

@@ -379,7 +379,8 @@ def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) ->
             return True
     # Layers built from libraries the file cannot see (torchvision, timm, ...) may hold dropout.
     for method in cls.methods.values():
-        for event in model.functions[method].events:
+        # a method the file's function table does not hold (a class defined twice under one name) has no events here
+        for event in (model.functions[method].events if method in model.functions else ()):
             # `F.softmax(x).view(...)`: a method on a torch call's result is torch's too
             qualified = model.imports.resolve(event.name.partition("(")[0]) if event.name else None
             if event.kind is EventKind.CALL and event.name and model.imports.is_imported(event.name) and not (qualified or "").startswith("torch."):
