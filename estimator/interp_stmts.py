@@ -202,22 +202,22 @@ class Statements:
             if stmt is None:
                 return False
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) else stmt
+            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
+            reads: list[ast.expr] = [value] if value is not None else []
             for target in targets:
                 for part in target.elts if isinstance(target, ast.Tuple) else [target]:
                     if isinstance(part, ast.Subscript):  # a slot of a tensor made before the loop
                         if not (isinstance(part.value, ast.Name) and isinstance(_lookup(scope, part.value.id), Tensor)):
                             return False
-                        value = ast.Tuple([value, part.slice], ast.Load()) if value is not None else part.slice
+                        reads.append(part.slice)
                     elif not isinstance(part, ast.Name):
                         return False
-            if value is None:
-                return False
-            for n in ast.walk(value):
-                if isinstance(n, ast.Name) and (n.id == node.target.id and not _indexes(n, stmt) or n.id in stored - defined):
+            for read in reads:
+                for n in ast.walk(read):
+                    if isinstance(n, ast.Name) and ((n.id == node.target.id and not _indexes(n, stmt)) or n.id in stored - defined):
+                        return False
+                if not self.harmless_calls(read, scope, 0):
                     return False
-            if not self.harmless_calls(value, scope, 0):
-                return False
             defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         return True
 
@@ -235,7 +235,7 @@ class Statements:
             func = n.func
             if isinstance(func, ast.Attribute):
                 receiver = func.value.id if isinstance(func.value, ast.Name) else None
-                if func.attr in _CHANGES and receiver not in local or func.attr[:1].isupper():
+                if (func.attr in _CHANGES and receiver not in local) or func.attr[:1].isupper():
                     return False
                 continue
             if not isinstance(func, ast.Name) or func.id in local:
@@ -247,8 +247,8 @@ class Statements:
                 names |= {m.id for m in ast.walk(callee.node) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
                 if not all(self.harmless_calls(stmt, callee.env, depth + 1, frozenset(names)) for stmt in callee.node.body):
                     return False
-            elif not (isinstance(callee, Module) or is_unknown(callee) or isinstance(callee, Qualified) and not callee.name.rsplit(".", 1)[-1][:1].isupper()
-                      or callee is _BUILTIN and func.id in _PURE_BUILTINS):
+            elif not (isinstance(callee, Module) or is_unknown(callee) or (isinstance(callee, Qualified) and not callee.name.rsplit(".", 1)[-1][:1].isupper())
+                      or (callee is _BUILTIN and func.id in _PURE_BUILTINS)):
                 return False
         return True
 
