@@ -170,8 +170,13 @@ class Statements:
         # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
         # runs through (a configurator reading sys.argv, a list of layer sizes)
         every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
+        # a pass that only recomputes values (an evaluation loop drawing batches) repeats its first ones: two suffice
+        passes = 2 if every and len(items) > 2 and self.in_script and self.forward_depth == 0 and self.repeats(node, scope) else None
         for index, item in enumerate(items):
             if self.in_script and self.forward_depth == 0 and index >= 1 and not every:
+                break
+            if passes is not None and index >= passes:
+                self.assign(node.target, items[-1], scope, node)  # the loop variable ends as the last pass leaves it
                 break
             self.tick()
             self.assign(node.target, item, scope, node)
@@ -183,6 +188,74 @@ class Statements:
                 continue
         else:
             self.exec_block(node.orelse, scope)
+            return
+        if passes is not None:
+            self.exec_block(node.orelse, scope)
+
+    def repeats(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope) -> bool:
+        """Whether every pass of a counted loop does the same work and leaves nothing behind but its own variables: its
+        body is straight-line code that reads no value an earlier pass left (`x = f(x)`) and the loop variable only as
+        the index it stores into a tensor (`losses[k] = loss.item()`), and it calls only library functions, models and
+        the script's functions that change nothing outside their own variables."""
+        if not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name) or node.iter.func.id != "range":
+            return False
+        if not isinstance(node.target, ast.Name):
+            return False
+        stored = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        defined: set[str] = set()
+        for stmt in _straight(node.body):
+            if stmt is None:
+                return False
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
+            reads: list[ast.expr] = [value] if value is not None else []
+            for target in targets:
+                for part in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(part, ast.Subscript):  # a slot of a tensor made before the loop
+                        if not (isinstance(part.value, ast.Name) and isinstance(_lookup(scope, part.value.id), Tensor)):
+                            return False
+                        reads.append(part.slice)
+                    elif not isinstance(part, ast.Name):
+                        return False
+            for read in reads:
+                for n in ast.walk(read):
+                    if isinstance(n, ast.Name) and ((n.id == node.target.id and not _indexes(n, stmt)) or n.id in stored - defined):
+                        return False
+                if not self.harmless_calls(read, scope, 0):
+                    return False
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return True
+
+    def harmless_calls(self: Interpreter, tree: ast.AST, scope: Scope, depth: int, local: frozenset[str] = frozenset()) -> bool:
+        """Whether the calls in `tree` change nothing a later pass or a memory figure reads: library functions (not classes),
+        models (or values not known, which calling leaves unknown), and the script's functions (up to 3 deep) that store only into their own variables."""
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Delete)):
+                return False
+            if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store):
+                if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in local):
+                    return False
+            if not isinstance(n, ast.Call):
+                continue
+            func = n.func
+            if isinstance(func, ast.Attribute):
+                receiver = func.value.id if isinstance(func.value, ast.Name) else None
+                if (func.attr in _CHANGES and receiver not in local) or func.attr[:1].isupper():
+                    return False
+                continue
+            if not isinstance(func, ast.Name) or func.id in local:
+                return False
+            callee = _lookup(scope, func.id)
+            if isinstance(callee, Function) and isinstance(callee.node, ast.FunctionDef) and depth < 3:
+                args = callee.node.args
+                names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a is not None}
+                names |= {m.id for m in ast.walk(callee.node) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
+                if not all(self.harmless_calls(stmt, callee.env, depth + 1, frozenset(names)) for stmt in callee.node.body):
+                    return False
+            elif not (isinstance(callee, Module) or is_unknown(callee) or (isinstance(callee, Qualified) and not callee.name.rsplit(".", 1)[-1][:1].isupper())
+                      or (callee is _BUILTIN and func.id in _PURE_BUILTINS)):
+                return False
+        return True
 
     def iterate(self: Interpreter, value: Any, node: ast.AST) -> list[Any] | None:
         if isinstance(value, range):
@@ -414,3 +487,42 @@ def _trains(node: ast.AST) -> bool:
     """Whether a loop's body calls backward() or step() itself."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
                for n in ast.walk(node))
+
+
+_CHANGES = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem", "remove", "clear", "discard",
+                      "add_module", "register_module", "register_buffer", "register_parameter", "add_param_group", "backward",
+                      "step", "zero_grad", "load_state_dict", "apply", "write", "save"})
+_PURE_BUILTINS = frozenset({"len", "range", "int", "float", "str", "bool", "min", "max", "abs", "round", "sum", "tuple", "list",
+                            "dict", "enumerate", "zip", "isinstance", "print", "sorted", "reversed", "divmod", "pow"})
+_BUILTIN = object()
+
+
+def _lookup(scope: Scope, name: str) -> Any:
+    """`name` in `scope`, or _BUILTIN when no scope binds it."""
+    try:
+        return scope.lookup(name)
+    except KeyError:
+        return _BUILTIN
+
+
+def _straight(body: list[ast.stmt]) -> list[ast.stmt | None]:
+    """The simple statements of straight-line code, `with` blocks opened (their context expressions as statements);
+    None in place of a statement that branches, loops or jumps."""
+    out: list[ast.stmt | None] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out += [ast.Expr(item.context_expr) for item in stmt.items if item.optional_vars is None]
+            out += [None for item in stmt.items if item.optional_vars is not None]
+            out += _straight(stmt.body)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Pass)):
+            out.append(stmt)
+        else:
+            out.append(None)
+    return out
+
+
+def _indexes(name: ast.Name, stmt: ast.stmt) -> bool:
+    """Whether `name` is only the index of a slot that `stmt` stores into."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+    return any(isinstance(part, ast.Subscript) and part.slice is name
+               for target in targets for part in (target.elts if isinstance(target, ast.Tuple) else [target]))
