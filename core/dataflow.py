@@ -1038,6 +1038,8 @@ def keyword_side(call: ast.Call) -> str | None:
 
 
 def _keyword_side(call: ast.Call) -> str | None:
+    if dotted(call.func) in ("partial", "functools.partial"):
+        return None  # `partial(sample_inputs, train=True)` binds a function's argument: it makes no data
     for keyword in call.keywords:
         if keyword.arg == "train" and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, bool):
             return TRAIN if keyword.value.value else TEST

@@ -55,6 +55,8 @@ def test_a_split_or_a_side_is_seen(code: str) -> None:
         """,
         # a name built by something that is no splitter, then split
         "kf = make_folds()\nfor a, b in kf.split(X):\n    pass\n",
+        # `partial(fn, train=True)` binds a function's argument (torch's OpInfo sample inputs): no side
+        "from functools import partial\nsample = partial(sample_inputs_dropout, train=True)\nmean = x.mean()\n",
     ],
 )
 def test_no_split_and_no_side(code: str) -> None:
