@@ -126,11 +126,26 @@ def _statements(tree: ast.AST) -> Iterator[ast.AST]:
         todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCKS))
 
 
+# Fields that never hold a node (names, numbers, flags), per node class: the walks below skip them.
+_SCALAR_FIELDS = frozenset({"id", "attr", "arg", "name", "asname", "module", "level", "kind", "conversion",
+                            "type_comment", "simple", "is_async", "tag"})
+
+
+def _node_classes(cls: type[ast.AST]) -> list[type[ast.AST]]:
+    return [cls, *(c for sub in cls.__subclasses__() for c in _node_classes(sub))]
+
+
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {
+    cls: tuple(f for f in cls._fields if f not in _SCALAR_FIELDS and not (f == "value" and cls in (ast.Constant, ast.MatchSingleton)))
+    for cls in _node_classes(ast.AST)
+}
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """`list(ast.iter_child_nodes(node))`, the same nodes in the same order, without its two
     generators: the model and the data-flow index visit every node of a file."""
     found: list[ast.AST] = []
-    for name in node._fields:
+    for name in _CHILD_FIELDS.get(type(node), node._fields):
         child = getattr(node, name, None)
         if isinstance(child, ast.AST):
             found.append(child)
@@ -147,7 +162,7 @@ def breadth_first(node: ast.AST) -> list[ast.AST]:
     while i < len(nodes):
         sub = nodes[i]
         i += 1
-        for name in sub._fields:
+        for name in _CHILD_FIELDS.get(type(sub), sub._fields):
             child = getattr(sub, name, None)
             if isinstance(child, ast.AST):
                 append(child)
