@@ -520,29 +520,33 @@ def test_an_import_edit_renews_the_data_flow_memos() -> None:
     doc.close()
 
 
+def classified_loops(doc: Document) -> dict[str, object]:
+    """Function -> its classified TrainingLoop, from the whole-module rules' training model."""
+    training = doc.scoped._training
+    assert training is not None
+    return {t.loop.function: t for t in training.training_loops}
+
+
+def insert_and_compare(doc: Document, config: Config, anchor: str, text: str, version: int) -> None:
+    """Insert `text` before `anchor`; the server's analysis must equal a fresh one."""
+    pos = to_utf16(doc.text, doc.text.index(anchor))
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)], version, convert.UTF16)
+    assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
+
+
 def test_an_edit_reuses_the_training_model_of_the_functions_it_cannot_affect() -> None:
     doc = Document("file:///tmp/prop/t.py", SCOPED_BASE, 0)
     config = Config(select=("ALL",))
     doc.analysis(config)
 
-    def loops() -> dict[str, object]:  # function -> its classified TrainingLoop, from the whole-module rules' model
-        training = doc.scoped._training
-        assert training is not None
-        return {t.loop.function: t for t in training.training_loops}
-
-    first = loops()
+    first = classified_loops(doc)
     assert set(first) == {"train", "train_direct", ""}
 
-    def edit(anchor: str, text: str, version: int) -> None:
-        pos = to_utf16(doc.text, doc.text.index(anchor))
-        doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)], version, convert.UTF16)
-        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
-
-    edit("print(model(x))", "1 and ", 1)  # inside evaluate(), on the same lines: the other functions' pieces are reused
-    second = loops()
+    insert_and_compare(doc, config, "print(model(x))", "1 and ", 1)  # inside evaluate(), on the same lines: the other functions' pieces are reused
+    second = classified_loops(doc)
     assert second["train"] is first["train"] and second["train_direct"] is first["train_direct"]
-    edit("out.sum().backward()", "1 and ", 2)  # inside train_direct()
-    third = loops()
+    insert_and_compare(doc, config, "out.sum().backward()", "1 and ", 2)  # inside train_direct()
+    third = classified_loops(doc)
     assert third["train"] is second["train"] and third["train_direct"] is not second["train_direct"]
     doc.close()
 
@@ -555,23 +559,13 @@ def test_an_edit_inside_one_method_reuses_the_training_facts_of_the_methods_it_c
     config = Config(select=("ALL",))
     doc.analysis(config)
 
-    def loops() -> dict[str, object]:  # function -> its classified loop, from the whole-module rules' model
-        training = doc.scoped._training
-        assert training is not None
-        return {t.loop.function: t for t in training.training_loops}
-
-    def edit(anchor: str, text: str, version: int) -> None:
-        pos = to_utf16(doc.text, doc.text.index(anchor))
-        doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)], version, convert.UTF16)
-        assert diagnostics(doc.analysis(config)) == diagnostics(analyze(doc.text, doc.path, config))
-
-    first = loops()
+    first = classified_loops(doc)
     assert "Trainer.epoch" in first
-    edit("torch.save(", "1 and ", 1)
-    second = loops()
+    insert_and_compare(doc, config, "torch.save(", "1 and ", 1)
+    second = classified_loops(doc)
     assert second["Trainer.epoch"] is first["Trainer.epoch"]
-    edit("self.optimizer.step()", "1 and ", 2)
-    third = loops()
+    insert_and_compare(doc, config, "self.optimizer.step()", "1 and ", 2)
+    third = classified_loops(doc)
     assert third["Trainer.epoch"] is not second["Trainer.epoch"]
     doc.close()
 
