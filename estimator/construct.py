@@ -322,6 +322,9 @@ def make_optimizer(it: Interpreter, short: str, name: str, args: list[Any], kwar
                     fused=kwargs.get("fused") is True, centered=kwargs.get("centered") is True,
                     eight_bit="8bit" in short or name.startswith("bitsandbytes"), line=line)
     opt.weight_decay = kwargs.get("weight_decay", 0) not in (0, 0.0)  # type: ignore[attr-defined]
+    if kind == "LBFGS":
+        history = kwargs.get("history_size", args[5] if len(args) > 5 else 100)
+        opt.history = history if isinstance(history, int) else 100
     it.optimizers.append(opt)
     return opt
 

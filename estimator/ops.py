@@ -30,6 +30,7 @@ from torch_preflight.estimator.tensors import tensor_method, torch_function
 from torch_preflight.estimator.values import (
     ITEMSIZE,
     UNKNOWN,
+    BoundMethod,
     ClassValue,
     ContextValue,
     Dataset,
@@ -203,7 +204,14 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         if isinstance(tf, Transform) and tf.size:
             shape = (shape[0], *tf.size)
             known = known or (short in ("ImageFolder", "ImageNet") and tf.exact and tf.to_tensor and not tf.square_only)
-        if short == "FakeData" or len(args) > 4:
+        if short == "FakeData":  # FakeData(size=1000, image_size=(3, 224, 224), num_classes=10, transform=None)
+            size = kwargs.get("image_size", args[1] if len(args) > 1 else (3, 224, 224))
+            if isinstance(size, (tuple, list)) and len(size) == 3 and all(isinstance(v, int) for v in size):
+                shape = tuple(size) if not (isinstance(tf, Transform) and tf.size) else (size[0], *tf.size)
+                known = isinstance(tf, Transform) and tf.exact and tf.to_tensor and not (tf.size and tf.square_only and size[1] != size[2])
+            else:
+                known = False
+        elif len(args) > 4:
             known = False
         it.assume(f"{short} samples are {shape} images", line)
         _ = classes
@@ -341,6 +349,9 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
             it.zero_grad_set_to_none = stn is not False
             it.zero_grad_after_forward = it.recorder is not None
             it.grads_live = it.grads_live and stn is False
+        closure = (args[0] if args else kwargs.get("closure")) if name == "step" else None
+        if isinstance(closure, (Function, BoundMethod)):  # `optimizer.step(closure)` (LBFGS): the step runs the closure,
+            it.call(closure, [], {}, node)  # whose zero_grad, forward and backward are the step's
         it.stepped = it.stepped or name == "step"
         return None
     if isinstance(obj, Obj) and obj.type == "GradScaler":

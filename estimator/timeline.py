@@ -56,6 +56,11 @@ def optimizer_bytes(opt: Optimizer | None, param_sizes: list[int], itemsize: int
         return state, per_param if foreach else largest
     if kind == "adagrad":
         return per_param, per_param if foreach else largest
+    if kind == "lbfgs":  # one flat vector of every parameter: history_size pairs of steps and gradient differences,
+        # the direction `d` and `prev_flat_grad` in its state, and the flat gradient a closure evaluation is read into
+        # (held while the next evaluation runs); step() makes a step and a gradient difference per update
+        flat = rnd(sum(param_sizes) * itemsize)
+        return (2 * opt.history + 3) * flat, 2 * flat
     return 2 * per_param, per_param if foreach else 2 * largest
     _ = total
 

@@ -234,6 +234,7 @@ class Optimizer:
     centered: bool = False
     eight_bit: bool = False
     line: int = 0
+    history: int = 0  # LBFGS: history_size, the (step, gradient-difference) pairs it keeps
 
 
 @dataclass(eq=False)

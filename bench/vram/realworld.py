@@ -3,7 +3,8 @@
 For each case it materialises the repository's files at the pinned commit from the fetched mirror
 (/work/.mirror/OWNER+NAME/repo, made by `fetch github:OWNER/NAME`; MIRROR= overrides) into bench/out/realworld/CASE,
 writes the synthetic data the case's setup names, then
-- measures the CPU peak of the script's first two optimizer steps with the torch venv (`--torch`, default .venv):
+- measures the CPU peak of the script's first two optimizer steps with the torch venv (`--torch`, default .venv), or
+  of the whole run for a case marked `whole` (a script that evaluates under no_grad after its epoch, at a larger batch):
   torch_preflight.measure.runtime.measure_script, the profiler's memory events replayed into a running peak;
 - estimates it with `torch-preflight estimate SCRIPT --device cpu [--set NAME=VALUE ...] -- ARGV` (static; never
   imports torch): a case's `set` are the values a user supplies for what the script computes from its data at run time
@@ -30,6 +31,7 @@ import statistics
 import string
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -40,13 +42,23 @@ MIRROR = Path(os.environ.get("MIRROR", "/work/.mirror"))
 sys.path.insert(0, str(ROOT))
 
 SITE = ROOT / "bench" / "out" / "realworld-site"  # what the scripts import beyond torch: `pip install --target ... tensorboard`
+# wandb and tqdm (Pytorch-UNet): `pip install --target bench/out/realworld-site-extra wandb tqdm` (kept apart: its protobuf)
+EXTRA_SITE = ROOT / "bench" / "out" / "realworld-site-extra"
+# torchvision's published sources (bench/out/corpus/packages, as bench/vram/library_models.py); its compiled extension is
+# absent, and the one module that needs it is stubbed
+TORCHVISION = ROOT / "bench" / "out" / "corpus" / "packages" / "torchvision"
+TV_SITE = OUT / "torchvision-site"
 MEASURE = """\
-import json, os, sys
+import json, os, sys, types
 sys.path.insert(0, {root!r})
-sys.path.append({site!r})
+sys.path.extend([{site!r}, {tv_site!r}, {extra_site!r}])
+sys.modules['torchvision._meta_registrations'] = types.ModuleType('torchvision._meta_registrations')
+if {no_checksum!r}:  # synthetic CIFAR files in torchvision's format cannot have the published md5 sums
+    import torchvision.datasets.cifar
+    torchvision.datasets.cifar.check_integrity = lambda *args, **kwargs: True
 from torch_preflight.measure.runtime import measure_script
 os.chdir({cwd!r})
-m = measure_script({script!r}, {argv!r}, steps=2, device="cpu", quiet=True)
+m = measure_script({script!r}, {argv!r}, steps={steps!r}, device="cpu", quiet=True)
 print("@@" + json.dumps({{"peak_bytes": m.peak_bytes, "steps": m.steps_completed, "error": m.error}}))
 """
 
@@ -96,6 +108,19 @@ def setup(step: str, work: Path) -> None:
             if not (folder / name).exists():
                 text = "\n".join(" ".join(f"w{rng.randrange(vocab)}" for _ in range(20)) for _ in range(lines))
                 (folder / name).write_text(text + "\n")
+    elif kind == "mnist":  # torchvision's MNIST files (ROOT/MNIST/raw, idx format): `args[1]` training, `args[2]` test images
+        raw = work / args[0] / "MNIST" / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        for split, n in (("train", int(args[1])), ("t10k", int(args[2]))):
+            images, labels = raw / f"{split}-images-idx3-ubyte", raw / f"{split}-labels-idx1-ubyte"
+            if not images.exists():
+                images.write_bytes(bytes([0, 0, 8, 3]) + b"".join(v.to_bytes(4, "big") for v in (n, 28, 28))
+                                   + bytes(rng.randrange(256) for _ in range(n * 28 * 28)))
+                labels.write_bytes(bytes([0, 0, 8, 1]) + n.to_bytes(4, "big") + bytes(rng.randrange(10) for _ in range(n)))
+    elif kind == "cifar10":  # torchvision's CIFAR-10 python batches (ROOT/cifar-10-batches-py), `args[1]` images each
+        generate(CIFAR10.format(root=str(work / args[0]), n=int(args[1])), work)
+    elif kind == "images":  # FOLDER/imgs/*.jpg and FOLDER/masks/*_mask.gif: `args[1]` RGB images of W x H, binary masks
+        generate(IMAGES.format(root=str(work / args[0]), n=int(args[1]), w=int(args[2]), h=int(args[3])), work)
     elif kind == "run":  # the repository's own data generator (it needs torch)
         if not (work / ".setup-done").exists() and TORCH:
             subprocess.run([TORCH, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
@@ -104,14 +129,55 @@ def setup(step: str, work: Path) -> None:
         raise SystemExit(f"unknown setup step {step!r}")
 
 
+CIFAR10 = """\
+import os, pickle, numpy as np
+root = os.path.join({root!r}, 'cifar-10-batches-py')
+os.makedirs(root, exist_ok=True)
+rng = np.random.default_rng(0)
+for name in ['data_batch_%d' % i for i in range(1, 6)] + ['test_batch']:
+    with open(os.path.join(root, name), 'wb') as f:
+        pickle.dump({{'data': rng.integers(0, 256, ({n}, 3072), dtype=np.uint8), 'labels': [int(v) for v in rng.integers(0, 10, {n})]}}, f)
+with open(os.path.join(root, 'batches.meta'), 'wb') as f:
+    pickle.dump({{'label_names': ['plane', 'car', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck']}}, f)
+"""
+IMAGES = """\
+import os, numpy as np
+from PIL import Image
+rng = np.random.default_rng(0)
+os.makedirs(os.path.join({root!r}, 'imgs'), exist_ok=True)
+os.makedirs(os.path.join({root!r}, 'masks'), exist_ok=True)
+for i in range({n}):
+    Image.fromarray(rng.integers(0, 256, ({h}, {w}, 3), dtype=np.uint8)).save(os.path.join({root!r}, 'imgs', 'c%03d.jpg' % i))
+    Image.fromarray((rng.integers(0, 2, ({h}, {w})) * 255).astype(np.uint8)).save(os.path.join({root!r}, 'masks', 'c%03d_mask.gif' % i))
+"""
+
+
+def generate(code: str, work: Path) -> None:
+    """Run a data generator that needs numpy/PIL with the measuring interpreter (skipped with --estimate-only: the
+    estimate does not read these files)."""
+    done = work / f".generated-{zlib.crc32(code.encode())}"
+    if TORCH and not done.exists():
+        subprocess.run([TORCH, "-c", f"import sys; sys.path.append({str(SITE)!r})\n" + code], cwd=work, check=True, timeout=600)
+        done.write_text("")
+
+
 def measure(case: dict, work: Path) -> dict:
-    code = MEASURE.format(root=str(ROOT), site=str(SITE), cwd=str(work), script=case["script"], argv=case["argv"])
-    # scripts written before torch 2.6 load their own pickled data with torch.load's old default (weights_only=False)
-    env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+    TV_SITE.mkdir(parents=True, exist_ok=True)
+    if not (TV_SITE / "torchvision").exists() and TORCHVISION.is_dir():
+        (TV_SITE / "torchvision").symlink_to(TORCHVISION)
+    code = MEASURE.format(root=str(ROOT), site=str(SITE), tv_site=str(TV_SITE), extra_site=str(EXTRA_SITE), cwd=str(work),
+                          script=case["script"], argv=case["argv"], steps=10**9 if case.get("whole") else 2, no_checksum=any(s.startswith("cifar") for s in case["setup"]))
+    # scripts written before torch 2.6 load their own pickled data with torch.load's old default (weights_only=False);
+    # wandb (Pytorch-UNet) runs offline and records nothing
+    env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "WANDB_MODE": "disabled"}
+    master, slave = os.openpty()  # a terminal, as a user runs it (pytorch-cifar's utils read `stty size` on import)
     try:
-        proc = subprocess.run([TORCH, "-c", code], capture_output=True, text=True, timeout=3600, cwd=work, env=env)
+        proc = subprocess.run([TORCH, "-c", code], stdin=slave, capture_output=True, text=True, timeout=3600, cwd=work, env=env)
     except subprocess.TimeoutExpired:
         return {"peak_bytes": None, "error": "the measurement took more than an hour"}
+    finally:
+        os.close(master)
+        os.close(slave)
     for line in proc.stdout.splitlines():
         if line.startswith("@@"):
             return json.loads(line[2:])
