@@ -54,6 +54,7 @@ class _Run:
     timeline: Timeline
     complete: bool
     batch: int | None
+    others: tuple[tuple[str, int], ...] = ()  # the script's other trained models (type, line) counted in `other`
 
 
 def options_from_config(config: Config) -> EstimateOptions:
@@ -203,9 +204,9 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
     if master:
         state += sum(rnd(s * 4) for s in sizes)
     params, grads, state, transient = _zero_sharded(it, options, (params, grads, state, transient), max(sizes, default=0) * itemsize)
-    batch = 0
+    batch, others = _other_models(it, mod, device) if options.optimizer is None else (0, ())
     if step is not None:
-        batch = sum(rnd(t.nbytes) for t in _batch_tensors(step))
+        batch += sum(rnd(t.nbytes) for t in _batch_tensors(step))
     persist = it.zero_grad_seen and it.zero_grad_set_to_none is False
     workspace = 2 * cublas_workspace(options.gpu) if device == "cuda" and step is not None and _uses_cublas(mod) else 0
     if device == "cuda" and step is not None and step.recorder.cublaslt:
@@ -224,7 +225,26 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         tl = Timeline(params + it.setup_bytes, "setup", params, 0, 0, 0, it.setup_bytes)
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
-    return _Run(it, mod, line, col, step, opt, tl, complete, b)
+    return _Run(it, mod, line, col, step, opt, tl, complete, b, others)
+
+
+def _other_models(it: Interpreter, mod: Module, device: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """What the script's other trained models hold through this model's step (a GAN's generator while its discriminator
+    steps): their parameters, buffers, gradients (cleared only by their own zero_grad) and optimizer state."""
+    rnd = cuda_round if device == "cuda" else (lambda n: n)
+    mine = {m.id for m in mod.modules()}
+    total, seen, found = 0, set(), []
+    for opt in it.optimizers:
+        other = opt.model
+        if not isinstance(other, Module) or other.id in seen or other.id in mine or mod.id in {m.id for m in other.modules()}:
+            continue
+        seen.add(other.id)
+        itemsize = ITEMSIZE.get(other.dtype, 4)
+        sizes = other.param_sizes()
+        total += 2 * sum(rnd(n * itemsize) for n in sizes) + _buffer_bytes(other, rnd)
+        total += optimizer_bytes(opt, sizes, itemsize, device)[0]
+        found.append((other.type, opt.line))
+    return total, tuple(found)
 
 
 def _zero_sharded(it: Interpreter, options: EstimateOptions, sizes: tuple[int, int, int, int], largest: int) -> tuple[int, int, int, int]:
@@ -333,6 +353,9 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
                                       opt.line if not options.optimizer else None))
     elif not it.optimizer_unknown:
         assumptions.append(Assumption("no optimizer found: no optimizer state", None))
+    for kind, line in run.others:
+        assumptions.append(Assumption(f"the other trained model {kind} (optimizer from {path}:{line + 1}) keeps its parameters, "
+                                      "gradients and optimizer state through this step, counted in other", line))
     if it.zero_grad_seen and it.zero_grad_set_to_none is False:
         assumptions.append(Assumption("zero_grad(set_to_none=False): gradients stay allocated through the step", None))
     else:

@@ -53,6 +53,8 @@ class TensorSemantics:
         if loader.dataset is None:
             self.problem("the DataLoader's dataset is not known (pass --input-shape)", node)
             return UNKNOWN
+        if loader.dataset.unknown:
+            self.problem(loader.dataset.unknown, node)
         guessed = loader.guessed or loader.dataset.guessed or self.guessing > 0
         items = tuple(Tensor((b, *shape), dtype, external=True, guessed=guessed) for shape, dtype in loader.dataset.sample)
         return items if len(items) != 1 else items[0]

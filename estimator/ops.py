@@ -215,7 +215,9 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
             known = False
         it.assume(f"{short} samples are {shape} images", line)
         _ = classes
-        return Dataset(((shape, "float32"), ((), "int64")), short, guessed=not known or it.guessing > 0)
+        why = "" if known else (f"the size of {short}'s images is not known statically ({shape} assumed; pass --input-shape "
+                                f"{','.join(map(str, shape))} with the size its transform makes)")
+        return Dataset(((shape, "float32"), ((), "int64")), short, guessed=not known or it.guessing > 0, unknown=why)
     if name.startswith("torchvision.transforms."):
         if short in ("Compose",):
             size = None

@@ -242,6 +242,7 @@ class Dataset:
     sample: tuple[tuple[tuple[int, ...], str], ...]  # per item: (shape, dtype)
     name: str = ""
     guessed: bool = False  # the sample shape is a default, not known (unknown dataset, a transform it cannot read)
+    unknown: str = ""  # why its sample shape is not known, when an estimate that reads a batch of it must say so
 
 
 @dataclass(eq=False)

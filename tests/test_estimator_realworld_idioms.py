@@ -1,0 +1,111 @@
+"""Idioms of the real-world scripts (bench/vram/realworld.py): an LBFGS step that runs its closure, torchvision's
+FakeData at the size the script asks for, and a GAN's second model live through the first one's step."""
+
+from __future__ import annotations
+
+from torch_preflight.estimator import EstimateOptions, estimate_source
+
+LBFGS = '''
+import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(16, 64), nn.Tanh(), nn.Linear(64, 1))
+x = torch.randn(256, 16)
+y = torch.randn(256, 1)
+criterion = nn.MSELoss()
+optimizer = torch.optim.LBFGS(model.parameters(), lr=0.8, history_size=10)
+for i in range(5):
+    def closure():
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        return loss
+    optimizer.step(closure)
+'''
+
+PARAMS = 16 * 64 + 64 + 64 + 1
+
+
+def test_lbfgs_step_runs_its_closure_and_keeps_its_history() -> None:
+    report = estimate_source(LBFGS, "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.complete, [u.text for u in report.unknowns]
+    assert report.saved_activation_bytes  # the closure's forward was recorded as the step's
+    # history_size pairs of flat vectors, the direction and previous flat gradient, the flat gradient held between
+    # evaluations
+    assert report.breakdown["optimizer_state"] == (2 * 10 + 3) * PARAMS * 4
+
+
+def test_a_step_without_closure_still_steps_once() -> None:
+    source = LBFGS.replace("optimizer.step(closure)", "closure()\n    optimizer.step()")
+    report = estimate_source(source, "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.complete and report.saved_activation_bytes
+
+
+FAKE = '''
+import torch
+import torch.nn as nn
+import torchvision.datasets as dset
+import torchvision.transforms as transforms
+
+dataset = dset.FakeData(image_size=(3, 40, 40), transform=transforms.ToTensor())
+loader = torch.utils.data.DataLoader(dataset, batch_size=8)
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 38 * 38, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+'''
+
+
+def test_fakedata_reads_its_image_size() -> None:
+    report = estimate_source(FAKE, "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.complete, [u.text for u in report.unknowns]
+    assert any("(3, 40, 40)" in a.text for a in report.assumptions)
+    assert report.layers[0].output_shape == (8, 8, 38, 38)
+
+
+def test_fakedata_without_a_tensor_transform_is_not_known() -> None:
+    source = FAKE.replace("transform=transforms.ToTensor()", "transform=transforms.Lambda(lambda im: im)")
+    assert not estimate_source(source, "t.py", EstimateOptions(device="cpu"))[0].complete
+
+
+GAN = '''
+import torch
+import torch.nn as nn
+
+netG = nn.Sequential(nn.Linear(16, 256), nn.ReLU(), nn.Linear(256, 64))
+netD = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 1))
+optG = torch.optim.Adam(netG.parameters())
+optD = torch.optim.Adam(netD.parameters())
+criterion = nn.BCEWithLogitsLoss()
+for step in range(3):
+    real = torch.randn(32, 64)
+    netD.zero_grad()
+    fake = netG(torch.randn(32, 16))
+    errD = criterion(netD(real), torch.ones(32, 1)) + criterion(netD(fake.detach()), torch.zeros(32, 1))
+    errD.backward()
+    optD.step()
+    netG.zero_grad()
+    errG = criterion(netD(fake), torch.ones(32, 1))
+    errG.backward()
+    optG.step()
+'''
+
+G_PARAMS = 16 * 256 + 256 + 256 * 64 + 64
+D_PARAMS = 64 * 128 + 128 + 128 + 1
+
+
+def test_gan_counts_the_other_model_through_each_step() -> None:
+    reports = estimate_source(GAN, "t.py", EstimateOptions(device="cpu"))
+    assert sorted(r.model_line for r in reports) == [4, 5]  # netG, netD (0-based lines)
+    for report in reports:
+        other = D_PARAMS if report.model_line == 4 else G_PARAMS
+        # the other model's parameters, gradients and Adam's two moments, beside this step's batch
+        assert report.breakdown["other"] >= 4 * other * 4
+        assert any("other trained model" in a.text for a in report.assumptions)
+
+
+def test_one_model_counts_no_other() -> None:
+    report = estimate_source(FAKE, "t.py", EstimateOptions(device="cpu"))[0]
+    assert not any("other trained model" in a.text for a in report.assumptions)
