@@ -55,6 +55,7 @@ class _Run:
     complete: bool
     batch: int | None
     others: tuple[tuple[str, int], ...] = ()  # the script's other trained models (type, line) counted in `other`
+    graph: int = 0  # a graph that no backward consumes, kept into the step (counted in `other`)
 
 
 def options_from_config(config: Config) -> EstimateOptions:
@@ -205,9 +206,11 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         state += sum(rnd(s * 4) for s in sizes)
     params, grads, state, transient = _zero_sharded(it, options, (params, grads, state, transient), max(sizes, default=0) * itemsize)
     batch, others = _other_models(it, mod, device) if options.optimizer is None else (0, ())
+    graph = _unconsumed_graph(it, rnd)
+    batch += graph
     if step is not None:
         batch += sum(rnd(t.nbytes) for t in _batch_tensors(step))
-    persist = it.zero_grad_seen and it.zero_grad_set_to_none is False
+    persist = (it.zero_grad_seen and it.zero_grad_set_to_none is False) or (step is not None and step.grads_live)
     workspace = 2 * cublas_workspace(options.gpu) if device == "cuda" and step is not None and _uses_cublas(mod) else 0
     if device == "cuda" and step is not None and step.recorder.cublaslt:
         workspace += CUBLASLT_WORKSPACE
@@ -225,7 +228,18 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
         tl = Timeline(params + it.setup_bytes, "setup", params, 0, 0, 0, it.setup_bytes)
     complete = step is not None and not it.problems and not any(m.args.get("incomplete") for m in mod.modules())
     b = next((v for v, _ in it.batch_sizes), None) if options.batch_size is None else options.batch_size
-    return _Run(it, mod, line, col, step, opt, tl, complete, b, others)
+    return _Run(it, mod, line, col, step, opt, tl, complete, b, others, graph)
+
+
+def _unconsumed_graph(it: Interpreter, rnd: Any) -> int:
+    """A forward run with gradients enabled after the step that no backward consumes (a GAN's `fake = netG(fixed_noise)`
+    to save samples, outside torch.no_grad()): autograd keeps what it saved while the script holds its output, into the
+    next step until the variable is rebound."""
+    rec = it.recorder
+    if rec is None or not rec.ops or not it.stepped:
+        return 0
+    saved = {sid: b for op in rec.ops for sid, b in op.saved}
+    return sum(rnd(b) for b in saved.values()) + rnd(rec.ops[-1].out_bytes)
 
 
 def _other_models(it: Interpreter, mod: Module, device: str) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -304,7 +318,9 @@ def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pr
     it = _interpret(model, tree, options, project=project)
     reports: list[MemoryReport] = []
     for mod, line, col, step in _targets(it, options):
-        run = _run(it, mod, line, col, step, options)
+        # a model two losses step (a GAN's discriminator: real, then fake): the peak is the larger of their backwards
+        steps = [step, *(r for r in it.step_records if r is not step and step is not None and mod in r.recorder.models)]
+        run = max((_run(it, mod, line, col, s, options) for s in steps), key=lambda r: r.timeline.peak)
         reports.append(_report(model, tree, run, options))
     if not reports and it.out_of_budget:  # not "no model": the work budget ran out before the script built one
         return [failed_report("the script is too long to interpret: the work budget ran out before a model was built",
@@ -353,6 +369,10 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
                                       opt.line if not options.optimizer else None))
     elif not it.optimizer_unknown:
         assumptions.append(Assumption("no optimizer found: no optimizer state", None))
+    if run.graph and it.recorder is not None:
+        assumptions.append(Assumption(f"a forward with gradients enabled at {path}:{it.recorder.line + 1} that no backward consumes "
+                                      f"keeps its graph ({run.graph / 2**20:.1f} MiB) into the next step while the script holds "
+                                      "its output, counted in other (run it under torch.no_grad())", it.recorder.line))
     for kind, line in run.others:
         assumptions.append(Assumption(f"the other trained model {kind} (optimizer from {path}:{line + 1}) keeps its parameters, "
                                       "gradients and optimizer state through this step, counted in other", line))

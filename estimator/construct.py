@@ -325,6 +325,8 @@ def make_optimizer(it: Interpreter, short: str, name: str, args: list[Any], kwar
     if kind == "LBFGS":
         history = kwargs.get("history_size", args[5] if len(args) > 5 else 100)
         opt.history = history if isinstance(history, int) else 100
+        max_iter = kwargs.get("max_iter", args[2] if len(args) > 2 else 20)
+        opt.max_iter = max_iter if isinstance(max_iter, int) else 20
     it.optimizers.append(opt)
     return opt
 

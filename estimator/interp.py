@@ -90,6 +90,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         self.evaluations: list[Evaluation] = []
         self.grads_live = False  # a backward has run and no zero_grad(set_to_none=True) since
         self.stepped = False  # an optimizer step has run
+        self.loop_counts: list[int | None] = []  # the script's loops around the running code: passes, when a range() says
         self.instances: list[Instance] = []
         self.optimizers: list[Optimizer] = []
         self.optimizer_unknown = False  # an optimizer the script builds is not modelled (reported as unknown)
@@ -602,7 +603,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         ops = self.ops
         started = False
         if self.forward_depth == 0 and self.grad_enabled and self.recorder is None and mod.type not in catalog.LOSSES:
-            self.recorder = Recorder(autocast=self.autocast)
+            self.recorder = Recorder(autocast=self.autocast, line=getattr(node, "lineno", 0) - 1)
             started = True
         if self.recorder is not None and self.forward_depth == 0:
             if mod.type not in catalog.LOSSES and mod not in self.recorder.models:

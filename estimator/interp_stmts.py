@@ -122,12 +122,15 @@ class Statements:
             self.exec_for(node, scope)
         elif isinstance(node, ast.While):
             if self.in_script and self.forward_depth == 0:
+                self.loop_counts.append(None)  # passes not known
                 try:
                     self.exec_block(node.body, scope)
                 except _Break:
                     pass
                 except _Continue:
                     pass
+                finally:
+                    self.loop_counts.pop()
             else:
                 self.problem("a while loop in model code is not modelled", node)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -172,6 +175,13 @@ class Statements:
         every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
         # a pass that only recomputes values (an evaluation loop drawing batches) repeats its first ones: two suffice
         passes = 2 if every and len(items) > 2 and self.in_script and self.forward_depth == 0 and self.repeats(node, scope) else None
+        self.loop_counts.append(len(iterable) if isinstance(iterable, range) else None)
+        try:
+            self.run_for(node, scope, items, every, passes)
+        finally:
+            self.loop_counts.pop()
+
+    def run_for(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope, items: list[Any], every: bool, passes: int | None) -> None:
         for index, item in enumerate(items):
             if self.in_script and self.forward_depth == 0 and index >= 1 and not every:
                 break

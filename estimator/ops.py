@@ -354,6 +354,9 @@ def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: d
         closure = (args[0] if args else kwargs.get("closure")) if name == "step" else None
         if isinstance(closure, (Function, BoundMethod)):  # `optimizer.step(closure)` (LBFGS): the step runs the closure,
             it.call(closure, [], {}, node)  # whose zero_grad, forward and backward are the step's
+            if obj.history and None not in it.loop_counts:  # a known number of steps: LBFGS keeps a pair per
+                # iteration after its first, max_iter iterations a step, up to history_size pairs
+                obj.history = min(obj.history, max(math.prod(it.loop_counts) * obj.max_iter - 1, 0))
         it.stepped = it.stepped or name == "step"
         return None
     if isinstance(obj, Obj) and obj.type == "GradScaler":

@@ -58,6 +58,7 @@ class Recorder:
     # storage id -> (number of ops recorded when the last variable holding it was rebound or went out of scope,
     # bytes): a tensor a function keeps in a local variable (`emb = self.wte(idx)`) is live until then
     released: dict[int, tuple[int, int]] = field(default_factory=dict)
+    line: int = -1  # 0-based line of the forward that started it
 
 
 @dataclass
@@ -93,6 +94,7 @@ class StepRecord:
     autocast: str | None
     batch: list[Tensor] = field(default_factory=list)
     held: list[tuple[int, int]] = field(default_factory=list)  # (storage id, bytes) of forward outputs the script still holds
+    grads_live: bool = False  # an earlier backward's gradients are still allocated (a second loss of the same step)
 
 
 def broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -383,7 +383,7 @@ def backward(it: Interpreter, loss_t: Tensor, node: ast.AST | None) -> None:
         it.problem("backward() on a loss no forward was seen for", node)
         return None
     it.step_records.append(StepRecord(rec, loss_t, getattr(node, "lineno", 1) - 1, rec.autocast, rec.batch,
-                                      it.held_outputs(rec, loss_t)))
+                                      it.held_outputs(rec, loss_t), grads_live=it.grads_live))
     it.recorder = None
     it.grads_live = True
     return None

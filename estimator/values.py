@@ -235,6 +235,7 @@ class Optimizer:
     eight_bit: bool = False
     line: int = 0
     history: int = 0  # LBFGS: history_size, the (step, gradient-difference) pairs it keeps
+    max_iter: int = 0  # LBFGS: iterations (closure evaluations, at most 1.25x) per step
 
 
 @dataclass(eq=False)

@@ -4,7 +4,8 @@ For each case it materialises the repository's files at the pinned commit from t
 (/work/.mirror/OWNER+NAME/repo, made by `fetch github:OWNER/NAME`; MIRROR= overrides) into bench/out/realworld/CASE,
 writes the synthetic data the case's setup names, then
 - measures the CPU peak of the script's first two optimizer steps with the torch venv (`--torch`, default .venv), or
-  of the whole run for a case marked `whole` (a script that evaluates under no_grad after its epoch, at a larger batch):
+  of the whole run for a case marked `whole` (a script that evaluates under no_grad after its epoch, at a larger batch),
+  or of its first `steps` optimizer steps (a GAN steps two optimizers an iteration: 4 is its second iteration):
   torch_preflight.measure.runtime.measure_script, the profiler's memory events replayed into a running peak;
 - estimates it with `torch-preflight estimate SCRIPT --device cpu [--set NAME=VALUE ...] -- ARGV` (static; never
   imports torch): a case's `set` are the values a user supplies for what the script computes from its data at run time
@@ -166,7 +167,7 @@ def measure(case: dict, work: Path) -> dict:
     if not (TV_SITE / "torchvision").exists() and TORCHVISION.is_dir():
         (TV_SITE / "torchvision").symlink_to(TORCHVISION)
     code = MEASURE.format(root=str(ROOT), site=str(SITE), tv_site=str(TV_SITE), extra_site=str(EXTRA_SITE), cwd=str(work),
-                          script=case["script"], argv=case["argv"], steps=10**9 if case.get("whole") else 2, no_checksum=any(s.startswith("cifar") for s in case["setup"]))
+                          script=case["script"], argv=case["argv"], steps=10**9 if case.get("whole") else case.get("steps", 2), no_checksum=any(s.startswith("cifar") for s in case["setup"]))
     # scripts written before torch 2.6 load their own pickled data with torch.load's old default (weights_only=False);
     # wandb (Pytorch-UNet) runs offline and records nothing
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "WANDB_MODE": "disabled"}
