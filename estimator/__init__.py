@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from torch_preflight.core.config import Config
@@ -231,7 +232,7 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
     return _Run(it, mod, line, col, step, opt, tl, complete, b, others, graph)
 
 
-def _unconsumed_graph(it: Interpreter, rnd: Any) -> int:
+def _unconsumed_graph(it: Interpreter, rnd: Callable[[int], int]) -> int:
     """A forward run with gradients enabled after the step that no backward consumes (a GAN's `fake = netG(fixed_noise)`
     to save samples, outside torch.no_grad()): autograd keeps what it saved while the script holds its output, into the
     next step until the variable is rebound."""
