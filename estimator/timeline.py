@@ -53,7 +53,8 @@ def optimizer_bytes(opt: Optimizer | None, param_sizes: list[int], itemsize: int
         return state, 0
     if kind == "rmsprop":
         state = per_param * (1 + int(opt.momentum) + int(opt.centered))
-        return state, per_param if foreach else largest
+        # the denominator sqrt(square_avg) + eps, and with weight decay a copy of the gradients (grad + wd * param)
+        return state, (per_param if foreach else largest) * (1 + int(getattr(opt, "weight_decay", False)))
     if kind == "adagrad":
         return per_param, per_param if foreach else largest
     if kind == "lbfgs":  # one flat vector of every parameter: history_size pairs of steps and gradient differences,
