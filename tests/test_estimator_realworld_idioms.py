@@ -120,3 +120,31 @@ def test_lbfgs_history_is_bounded_by_a_known_number_of_steps() -> None:
     looping = source.replace("for i in range(1):", "while True:")
     report = estimate_source(looping, "t.py", EstimateOptions(device="cpu"))[0]
     assert report.breakdown["optimizer_state"] == (2 * 100 + 3) * PARAMS * 4
+
+
+def test_a_forward_no_backward_consumes_keeps_its_graph_into_the_next_step() -> None:
+    sampling = GAN + "    samples = netG(torch.randn(32, 16))\n"
+    base = estimate_source(GAN, "t.py", EstimateOptions(device="cpu"))
+    kept = estimate_source(sampling, "t.py", EstimateOptions(device="cpu"))
+    for before, after in zip(base, kept, strict=True):
+        assert after.peak_bytes > before.peak_bytes
+        assert any("no backward consumes" in a.text for a in after.assumptions)
+    nograd = GAN + "    with torch.no_grad():\n        samples = netG(torch.randn(32, 16))\n"
+    for before, after in zip(base, estimate_source(nograd, "t.py", EstimateOptions(device="cpu")), strict=True):
+        assert not any("no backward consumes" in a.text for a in after.assumptions)
+        assert after.peak_bytes >= before.peak_bytes
+
+
+def test_rmsprop_weight_decay_copies_the_gradients_in_its_step() -> None:
+    from torch_preflight.estimator.timeline import optimizer_bytes
+    from torch_preflight.estimator.values import Optimizer
+
+    sizes = [1000, 3000]
+    plain = Optimizer("RMSprop", None, momentum=True, foreach=True)
+    decayed = Optimizer("RMSprop", None, momentum=True, foreach=True)
+    decayed.weight_decay = True  # type: ignore[attr-defined]
+    assert optimizer_bytes(plain, sizes, 4, "cpu") == (2 * 4000 * 4, 4000 * 4)
+    assert optimizer_bytes(decayed, sizes, 4, "cpu") == (2 * 4000 * 4, 2 * 4000 * 4)
+    single = Optimizer("RMSprop", None, foreach=False)
+    single.weight_decay = True  # type: ignore[attr-defined]
+    assert optimizer_bytes(single, sizes, 4, "cpu")[1] == 2 * 3000 * 4
