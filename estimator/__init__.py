@@ -244,14 +244,17 @@ def _unconsumed_graph(it: Interpreter, rnd: Callable[[int], int]) -> int:
 
 
 def _other_models(it: Interpreter, mod: Module, device: str) -> tuple[int, tuple[tuple[str, int], ...]]:
-    """What the script's other trained models hold through this model's step (a GAN's generator while its discriminator
-    steps): their parameters, buffers, gradients (cleared only by their own zero_grad) and optimizer state."""
+    """What the models trained together with this one hold through its step (a GAN's generator while its discriminator
+    steps: a forward of one feeds the other, so a step records both): their parameters, buffers, gradients (cleared only
+    by their own zero_grad) and optimizer state. Models the script trains apart are reported apart."""
     rnd = cuda_round if device == "cuda" else (lambda n: n)
     mine = {m.id for m in mod.modules()}
+    together = {m.id for r in it.step_records if mod in r.recorder.models for m in r.recorder.models}
     total, seen, found = 0, set(), []
     for opt in it.optimizers:
         other = opt.model
-        if not isinstance(other, Module) or other.id in seen or other.id in mine or mod.id in {m.id for m in other.modules()}:
+        if (not isinstance(other, Module) or other.id in seen or other.id in mine or other.id not in together
+                or mod.id in {m.id for m in other.modules()}):
             continue
         seen.add(other.id)
         itemsize = ITEMSIZE.get(other.dtype, 4)
