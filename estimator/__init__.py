@@ -219,10 +219,13 @@ def _run(it: Interpreter, mod: Module, line: int, col: int, step: StepRecord | N
                   batch=batch + workspace,
                   grads_persist=persist, device=device, held=step.held if step is not None else None,
                   grads_in_forward=it.zero_grad_after_forward)
+    # what the script holds from its step (outputs in its variables, data it keeps in CPU memory) is there between steps
+    kept = sum(rnd(b) for _, b in step.held) if step is not None else 0
     for ev in it.evaluations:  # a forward under no_grad between steps, next to what the step still holds then
         g, s = (grads if ev.grads_live else 0), (state if ev.stepped else 0)
-        if ev.model is mod and params + g + s + batch + rnd(ev.peak) > tl.peak:
-            tl = Timeline(params + g + s + batch + rnd(ev.peak), "evaluation", params, g, s, 0, batch + rnd(ev.peak))
+        other = batch + kept + rnd(ev.peak)
+        if ev.model is mod and params + g + s + other > tl.peak:
+            tl = Timeline(params + g + s + other, "evaluation", params, g, s, 0, other)
     if device == "cpu" and params + it.setup_bytes > tl.peak:
         # on the CPU, a tensor the script builds while it sets up (a permutation of the whole dataset) can outweigh
         # a small model's step: the peak is then there, with the parameters already built

@@ -90,6 +90,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
         self.evaluations: list[Evaluation] = []
         self.grads_live = False  # a backward has run and no zero_grad(set_to_none=True) since
         self.stepped = False  # an optimizer step has run
+        self.frames: list[Scope] = []  # the running functions' scopes, callers first (the call stack)
         self.loop_counts: list[int | None] = []  # the script's loops around the running code: passes, when a range() says
         self.instances: list[Instance] = []
         self.optimizers: list[Optimizer] = []
@@ -121,22 +122,34 @@ class Interpreter(Statements, Calls, TensorSemantics):
         produced = {op.out_id for op in rec.ops}
         batch = {t.storage.id for t in rec.batch if t.storage is not None}
         held: dict[int, int] = {}
+        # what the running code and its callers hold: a tensor in a variable, in a short list, tuple or dict of them, or
+        # in an attribute of an object the script holds, a few levels deep (`corpus.train`, `trainer.train_dataset.ixes`)
+        scopes: list[Scope] = []
         scope: Scope | None = self.scope
         while scope is not None:
-            for value in scope.vars.values():
-                # a tensor in a variable, a short list or tuple of them, or an attribute of an object the script holds
-                # (`corpus.train`)
-                kept = (value if isinstance(value, (tuple, list)) and len(value) <= 64
-                        else [*value.attrs.values(), value] if isinstance(value, Obj) and len(value.attrs) <= 64 else (value,))
-                for t in kept:
-                    if not isinstance(t, Tensor) or t.storage is None or t.storage is loss.storage:
-                        continue
-                    if t.storage.id in produced:
-                        held[t.storage.id] = t.storage.nbytes
-                    elif self.device == "cpu" and t.external and not t.host and not t.is_param and t.storage.id not in batch:
-                        # a tensor the script keeps in CPU memory (a whole tokenized corpus): the CPU's peak holds it
-                        held[t.storage.id] = t.storage.nbytes
+            scopes.append(scope)
             scope = scope.parent
+        seen: set[int] = set()
+        todo: list[tuple[Any, int]] = [(v, 0) for frame in [*scopes, *self.frames, self.globals] for v in frame.vars.values()]
+        while todo:
+            value, depth = todo.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, Tensor):
+                if value.storage is None or value.storage is loss.storage:
+                    continue
+                if value.storage.id in produced:
+                    held[value.storage.id] = value.storage.nbytes
+                elif self.device == "cpu" and value.external and not value.host and not value.is_param and value.storage.id not in batch:
+                    # a tensor the script keeps in CPU memory (a whole tokenized corpus): the CPU's peak holds it
+                    held[value.storage.id] = value.storage.nbytes
+            elif depth < 3 and isinstance(value, (tuple, list)) and len(value) <= 64:
+                todo.extend((v, depth + 1) for v in value)
+            elif depth < 3 and isinstance(value, dict) and len(value) <= 64:
+                todo.extend((v, depth + 1) for v in value.values())
+            elif depth < 3 and isinstance(value, Obj) and len(value.attrs) <= 64:
+                todo.extend((v, depth + 1) for v in value.attrs.values())
         return list(held.items())
 
     # ---- bookkeeping -------------------------------------------------------------------------

@@ -134,15 +134,17 @@ class Calls:
                 scope.vars[param.arg] = self.eval(default, fn.env) if default is not None else UNKNOWN
         if a.kwarg:
             scope.vars[a.kwarg.arg] = dict(kwargs)
-        if isinstance(node, ast.Lambda):
-            return self.eval(node.body, scope)
+        self.frames.append(scope)
         try:
+            if isinstance(node, ast.Lambda):
+                return self.eval(node.body, scope)
             self.exec_block(node.body, scope)
         except _Return as ret:
             return ret.value
         except (_Break, _Continue):
             return None
         finally:
+            self.frames.pop()
             if self.recorder is not None:  # the frame's locals go (the returned value lives on in the caller)
                 for value in scope.vars.values():
                     self.release(value)
