@@ -86,6 +86,7 @@ def simulate(
     saved_ids = {sid for op in rec.ops for sid, _ in op.saved} if rec is not None else set()
     kept = {sid for sid, _ in held or ()}
     held_extra = sum(rnd(b) for sid, b in held or () if sid not in saved_ids)  # the saved ones are counted as activations
+    held_saved = sum(rnd(b) for sid, b in held or () if sid in saved_ids)  # and live on after backward, through the step
     batch += held_extra
     base = params + state + batch + (grads if grads_persist else 0)
     best = Timeline(base, "forward", params, grads if grads_persist else 0, state, 0, batch)
@@ -181,5 +182,5 @@ def simulate(
                     pending[sid] = rnd(b)  # a second gradient for it is summed into this one
             untracked = orphan if op.in_grads else produced
     # optimizer step: all grads live, plus the step's temporaries
-    consider(params + state + batch + grads + opt_transient, "step", grads, 0, batch + opt_transient)
+    consider(params + state + batch + held_saved + grads + opt_transient, "step", grads, held_saved, batch + opt_transient)
     return best

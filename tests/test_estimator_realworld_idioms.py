@@ -148,3 +148,40 @@ def test_rmsprop_weight_decay_copies_the_gradients_in_its_step() -> None:
     single = Optimizer("RMSprop", None, foreach=False)
     single.weight_decay = True  # type: ignore[attr-defined]
     assert optimizer_bytes(single, sizes, 4, "cpu")[1] == 2 * 3000 * 4
+
+
+VAE_LIKE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+model = nn.Sequential(nn.Linear(784, 2000), nn.ReLU(), nn.Linear(2000, 784), nn.Sigmoid())
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+for step in range(3):
+    data = torch.rand(128, 784)
+    optimizer.zero_grad()
+    recon = model(data)
+    loss = F.binary_cross_entropy(recon, data)
+    loss.backward()
+    optimizer.step()
+'''
+
+
+def test_an_output_the_script_holds_is_live_through_the_step_even_when_saved() -> None:
+    # the sigmoid saves its output for backward; the script's `recon` keeps it after backward, through the step
+    held = estimate_source(VAE_LIKE, "t.py", EstimateOptions(device="cpu"))[0]
+    inline = estimate_source(VAE_LIKE.replace("    recon = model(data)\n", "").replace("(recon, data)", "(model(data), data)"),
+                             "t.py", EstimateOptions(device="cpu"))[0]
+    assert held.phase == inline.phase == "step"
+    assert held.peak_bytes - inline.peak_bytes == 128 * 784 * 4
+
+
+def test_lbfgs_history_is_bounded_by_a_known_number_of_steps() -> None:
+    # one step of max_iter=20 iterations keeps 19 pairs, not history_size=100
+    source = LBFGS.replace(", history_size=10", "").replace("range(5)", "range(1)")
+    report = estimate_source(source, "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.breakdown["optimizer_state"] == (2 * 19 + 3) * PARAMS * 4
+    # an unknown number of steps (a while loop) keeps history_size pairs: the steady state
+    looping = source.replace("for i in range(1):", "while True:")
+    report = estimate_source(looping, "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.breakdown["optimizer_state"] == (2 * 100 + 3) * PARAMS * 4
