@@ -143,6 +143,9 @@ def simulate(
         live_act = sum(sizes.values())
         g_alloc = grads if grads_persist else 0
         seen_params: set[int] = set()
+        # a parameter several ops use (a cell's weights at every time step, tied embeddings) gets one gradient per use:
+        # autograd adds each to the running sum out of place, so the sum, the new one and their total are live at once
+        contributed: set[int] = set()
         # gradients waiting for their producer's backward, by the storage they are the gradient of: a
         # tensor used twice (a residual or skip connection) gets its first gradient early and holds it
         # until the producer runs. Gradients of tensors no recorded op produced flow to the next op.
@@ -161,7 +164,9 @@ def simulate(
                     if key not in seen_params:
                         seen_params.add(key)
                         new_grads += rnd(b)
-            produced = rnd(op.in_grad_bytes)
+            accumulate = sum(2 * rnd(b) for key, b in op.params if key in contributed)
+            contributed.update(key for key, _ in op.params)
+            produced = rnd(op.in_grad_bytes) + accumulate
             casts = rnd(op.cast_grad_bytes)
             recompute = rnd(op.recompute)
             work = rnd(op.backward_transient)
