@@ -377,9 +377,11 @@ def _report(model: ModuleModel, tree: ast.Module, run: _Run, options: EstimateOp
     elif not it.optimizer_unknown:
         assumptions.append(Assumption("no optimizer found: no optimizer state", None))
     if run.graph and it.recorder is not None:
-        assumptions.append(Assumption(f"a forward with gradients enabled at {path}:{it.recorder.line + 1} that no backward consumes "
-                                      f"keeps its graph ({run.graph / 2**20:.1f} MiB) into the next step while the script holds "
-                                      "its output, counted in other (run it under torch.no_grad())", it.recorder.line))
+        line = it.recorder.line
+        where = f" at {path}:{line + 1}" if line >= 0 else ""
+        assumptions.append(Assumption(f"a forward with gradients enabled{where} that no backward consumes keeps its graph "
+                                      f"({run.graph / 2**20:.1f} MiB) into the next step while the script holds its output, "
+                                      "counted in other (run it under torch.no_grad())", line if line >= 0 else None))
     for kind, line in run.others:
         assumptions.append(Assumption(f"the other trained model {kind} (optimizer from {path}:{line + 1}) keeps its parameters, "
                                       "gradients and optimizer state through this step, counted in other", line))

@@ -616,7 +616,8 @@ class Interpreter(Statements, Calls, TensorSemantics):
         ops = self.ops
         started = False
         if self.forward_depth == 0 and self.grad_enabled and self.recorder is None and mod.type not in catalog.LOSSES:
-            self.recorder = Recorder(autocast=self.autocast, line=getattr(node, "lineno", 0) - 1)
+            here = self.cur_path == self.model.path  # a line of the estimated file, or none
+            self.recorder = Recorder(autocast=self.autocast, line=getattr(node, "lineno", 0) - 1 if here else -1)
             started = True
         if self.recorder is not None and self.forward_depth == 0:
             if mod.type not in catalog.LOSSES and mod not in self.recorder.models:
