@@ -428,7 +428,7 @@ class Interpreter(Statements, Calls, TensorSemantics):
                 return UNKNOWN
             return Obj("shape", {"dims": picked}) if isinstance(picked, tuple) else picked
         if is_unknown(value) or is_unknown(key):
-            return UNKNOWN
+            return value if isinstance(value, Unknown) and value.reason else UNKNOWN  # a part of it: not known, for that reason
         try:
             return value[key]
         except Exception:

@@ -99,7 +99,8 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
         if it.checker is not None:
             it.doubt("the shape of torch.tensor(data) is not known")
             return Tensor((), wanted or "float32", external=True, guessed=True)
-        it.problem(f"the shape of torch.{short}(...) is not known", node)
+        why = f" ({data.reason})" if isinstance(data, Unknown) and data.reason else ""
+        it.problem(f"the shape of torch.{short}(...) is not known{why}", node)
         return UNKNOWN
     if short == "multinomial" and args and isinstance(args[0], Tensor):
         n = kwargs.get("num_samples", args[1] if len(args) > 1 else None)

@@ -185,3 +185,12 @@ def test_lbfgs_history_is_bounded_by_a_known_number_of_steps() -> None:
     looping = source.replace("for i in range(1):", "while True:")
     report = estimate_source(looping, "t.py", EstimateOptions(device="cpu"))[0]
     assert report.breakdown["optimizer_state"] == (2 * 100 + 3) * PARAMS * 4
+
+
+def test_a_pickle_the_script_loads_is_named_with_what_to_supply() -> None:
+    source = LBFGS.replace("x = torch.randn(256, 16)", "data = torch.load('traindata.pt')\nx = torch.from_numpy(data[3:, :-1])")
+    report = estimate_source(source, "t.py", EstimateOptions(device="cpu"))[0]
+    assert not report.complete
+    assert any("torch.load('traindata.pt')" in u.text and "--set data=VALUE" in u.text for u in report.unknowns)
+    supplied = EstimateOptions(device="cpu", values=(("data", "torch.empty(259, 16)"),))
+    assert estimate_source(source, "t.py", supplied)[0].complete
