@@ -15,8 +15,9 @@ supplied values: the share of complete estimates, the median and worst |error| o
 complete estimate more than 10% low. A measurement that failed (an exception before any optimizer step) is no truth.
 
 Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them). makemore's script
-imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first (only the measuring
-process sees it).
+imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first; Pytorch-UNet's imports
+wandb and tqdm: `pip install --target bench/out/realworld-site-extra wandb tqdm`; torchvision is read from its sources in
+bench/out/corpus/packages (`make bench-real` fetches them). Only the measuring process sees these.
 
 Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown] [--remeasure]
 """
@@ -166,8 +167,10 @@ def measure(case: dict, work: Path) -> dict:
     TV_SITE.mkdir(parents=True, exist_ok=True)
     if not (TV_SITE / "torchvision").exists() and TORCHVISION.is_dir():
         (TV_SITE / "torchvision").symlink_to(TORCHVISION)
+    steps = 10**9 if case.get("whole") else case.get("steps", 2)
+    cifar = any(s.startswith("cifar") for s in case["setup"])
     code = MEASURE.format(root=str(ROOT), site=str(SITE), tv_site=str(TV_SITE), extra_site=str(EXTRA_SITE), cwd=str(work),
-                          script=case["script"], argv=case["argv"], steps=10**9 if case.get("whole") else case.get("steps", 2), no_checksum=any(s.startswith("cifar") for s in case["setup"]))
+                          script=case["script"], argv=case["argv"], steps=steps, no_checksum=cifar)
     # scripts written before torch 2.6 load their own pickled data with torch.load's old default (weights_only=False);
     # wandb (Pytorch-UNet) runs offline and records nothing
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "WANDB_MODE": "disabled"}
