@@ -17,7 +17,8 @@ complete estimate more than 10% low. A measurement that failed (an exception bef
 Measurements are cached in bench/out/realworld/measured.json (`--remeasure` refreshes them). makemore's script
 imports torch.utils.tensorboard: `pip install --target bench/out/realworld-site tensorboard` first; Pytorch-UNet's imports
 wandb and tqdm: `pip install --target bench/out/realworld-site-extra wandb tqdm`; torchvision is read from its sources in
-bench/out/corpus/packages (`make bench-real` fetches them). Only the measuring process sees these.
+bench/out/corpus/packages (bench/realworld/corpus.py puts them there, for `make bench-real`). Only the measuring process
+sees these.
 
 Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown] [--remeasure]
 """
