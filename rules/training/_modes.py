@@ -45,39 +45,48 @@ def mode_before(
     launcher calls: a fresh model trains); UNKNOWN when a path leaves the file or is ambiguous.
     `built`: the model's name in `scope` as the caller below passed it on (None when it is not
     a plain name)."""
+    mode, setter, _ = mode_trace(training, scope, index, model_name, depth, built)
+    return mode, setter
+
+
+def mode_trace(
+    training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0, built: str | None = None
+) -> tuple[str, Event | None, tuple[Event, ...]]:
+    """`mode_before`, with the calls its answer came through, innermost first: the last one is
+    in the function that set the mode (or built the model); empty when `scope` decides it."""
     events = training.expanded(scope)
     before = mode_events(events[:index])
     if before:
         if model_name is not None:
             matching = [e for e in before if e.receiver and model_key(e.receiver) == model_key(model_name)]
             if not matching:
-                return UNKNOWN, None
+                return UNKNOWN, None, ()
             before = matching
-        return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1]
+        return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1], ()
     if not scope:
-        return DEFAULT, None
+        return DEFAULT, None, ()
     local = model_name if model_name is not None else built
     if local is not None and _built_in(scope, events[:index], local):
-        return DEFAULT, None
+        return DEFAULT, None, ()
     callers = training.model.calls_to.get(scope, [])
     if not callers or depth > 3:
-        return UNKNOWN, None
+        return UNKNOWN, None, ()
     fn = training.model.functions.get(scope)
-    modes: dict[str, Event | None] = {}
+    modes: dict[str, tuple[Event | None, tuple[Event, ...]]] = {}
     for call in callers:
         caller_events = training.expanded(call.function)
         try:
             position = caller_events.index(call)
         except ValueError:
-            return UNKNOWN, None
+            return UNKNOWN, None, ()
         passed = _argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
-        mode, setter = mode_before(training, call.function, position, None, depth + 1, passed)
-        if modes.get(mode) is None:
-            modes[mode] = setter
-    for mode in (UNKNOWN, TRAIN, DEFAULT):
+        mode, setter, chain = mode_trace(training, call.function, position, None, depth + 1, passed)
+        if modes.get(mode, (None, ()))[0] is None:
+            modes[mode] = (setter, (call, *chain))
+    for mode in (UNKNOWN, TRAIN, DEFAULT, EVAL):
         if mode in modes:
-            return mode, modes[mode]
-    return EVAL, modes[EVAL]
+            return (mode, *modes[mode])
+    return UNKNOWN, None, ()
 
 
 def handed_in(model: ModuleModel, scope: str, name: str) -> bool:

@@ -64,6 +64,7 @@ from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Rel
 from torch_preflight.core.edits import indent_unit, wrap_block
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
+from torch_preflight.rules.training._evaluation import returns_no_graph, trains
 
 META = RuleMeta(
     code="TPF007",
@@ -112,14 +113,55 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
         return None, frozenset(), False
     if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards):
         return None, frozenset(), False
-    diagnostic = report(
-        META,
-        loop.header,
-        f"Loop runs `{forwards[0].name or _callee(ctx, forwards[0])}` forward without `torch.no_grad()`; autograd records a graph it never uses",
-        _fix(ctx, loop),
-        related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop)],
-    )
+    runs = forwards[0].name or _callee(ctx, forwards[0])
+    entry, into = _uncovered_entry(ctx, loop.function)
+    if into is None:
+        diagnostic = report(
+            META,
+            loop.header,
+            f"Loop runs `{runs}` forward without `torch.no_grad()`; autograd records a graph it never uses",
+            _fix(ctx, loop),
+            related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop.function)],
+        )
+    else:  # the evaluation starts in a caller: the call there is what `no_grad` must cover
+        site = ctx.model.functions[entry]
+        diagnostic = report(
+            META,
+            into.stmt,
+            f"`{site.name}()` evaluates without `torch.no_grad()`: the loop it reaches runs `{runs}` forward, and autograd records a graph it never uses",
+            _fix(ctx, loop),
+            related=[
+                Related(loop.header, "evaluation loop"),
+                Related(forwards[0].span, "model forward"),
+                Related(site.header, f"or decorate `{site.name}()` with `@torch.no_grad()`"),
+                *_training_callers(ctx, entry),
+            ],
+        )
     return diagnostic, containers, own_layers
+
+
+def _uncovered_entry(ctx: Context, scope: str) -> tuple[str, Event | None]:
+    """Where the evaluation that reaches `scope` with gradients on starts: following the calls of
+    `scope` that run with gradients on while they all come from one function of the file that does
+    not train (`evaluate_model()` calling `calc_loss_loader()` twice), the outermost such function and
+    its first such call. `(scope, None)` when the callers are several, train, or there are none."""
+    model, training = ctx.model, ctx.training
+    entry, into = scope, None
+    for _ in range(4):
+        callers = [c for c in model.calls_to.get(entry, []) if not c.no_grad]
+        functions = {c.function for c in callers}
+        if len(functions) != 1:
+            break
+        caller = next(iter(functions))
+        cls = model.enclosing_class(caller) if caller else None
+        if not caller or caller == entry or trains(training, caller) or training.opaque_training_call(training.expanded(caller)):
+            break
+        if (cls is not None and (cls.is_module or cls.owns_loop)) or model.covered_by_no_grad(caller, disables=training.decorated_no_grad):
+            break
+        if any(_feeds_backward(ctx, c) for c in callers):
+            break
+        entry, into = caller, min(callers, key=lambda c: c.span.start)
+    return entry, into
 
 
 def _own_layers_over_loader(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> list[Event]:
@@ -201,17 +243,19 @@ def _in_no_grad_function(ctx: Context, event: Event) -> bool:
 def _decorator_site(ctx: Context, loop: Loop, forwards: list[Event]) -> list[Related]:
     """The evaluation function to decorate with `@torch.no_grad()`: the loop's own function, or the
     helper of the file that runs the forward once per call of the loop (`acc = evaluate(model, x, y)`)."""
-    names = {loop.function, *(f.via[-1] for f in forwards if f.via)} - {""}
+    helpers = {f.via[-1] for f in forwards if f.via}
+    helpers = {h for h in helpers if not any(trains(ctx.training, c.function) for c in ctx.model.calls_to.get(h, []))}
+    names = {loop.function, *helpers} - {""}
     sites = [ctx.model.functions[q] for q in sorted(names) if q in ctx.model.functions and not ctx.model.functions[q].is_lambda]
     return [Related(fn.header, f"or decorate `{fn.name}()` with `@torch.no_grad()`") for fn in sites if not ctx.model.enclosing_class(fn.qualname) or fn.owner]
 
 
-def _training_callers(ctx: Context, loop: Loop) -> list[Related]:
-    """The calls of the loop's function from inside a training loop: where it runs with gradients on."""
+def _training_callers(ctx: Context, scope: str) -> list[Related]:
+    """The calls of the function from inside a training loop: where it runs with gradients on."""
     training_ids = {t.loop.id for t in ctx.training.training_loops}
     return [
         Related(call.span, "called from the training loop here")
-        for call in ctx.model.calls_to.get(loop.function, [])
+        for call in ctx.model.calls_to.get(scope, [])
         if training_ids & set(call.loops)
     ]
 
@@ -332,7 +376,11 @@ def _feeds_backward(ctx: Context, call: Event) -> bool:
     """What `call` returns can reach a backward pass in the calling function: it is
     back-propagated or returned there, or bound to a name that the backward's loss is built
     from (`out = helper(x)`, `loss = criterion(out, y)`, `loss.backward()`). Discarded
-    results and those only logged or printed do not reach one."""
+    results, those only logged or printed, and plain numbers (a helper returning
+    `total_loss / num_batches` summed from `loss.item()`) do not reach one."""
+    targets_of_call = ctx.model.call_targets(call)
+    if targets_of_call and all(returns_no_graph(ctx.training, t) for t in targets_of_call):
+        return False
     events = ctx.training.expanded(call.function)
     here = [e for e in events if e.stmt == call.stmt and e.function == call.function]
     if any(e.kind in (EventKind.BACKWARD, EventKind.RETURN) or e.name == "torch.autograd.grad" for e in here):
