@@ -79,6 +79,7 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
+from torch_preflight.rules.training._evaluation import after_training, evaluation_entry
 from torch_preflight.rules.training._modes import (
     DEFAULT,
     TRAIN,
@@ -87,6 +88,7 @@ from torch_preflight.rules.training._modes import (
     has_mode_layers,
     mode_before,
     mode_events,
+    mode_trace,
     model_key,
     sibling_mode_call,
     unset_from_entry,
@@ -166,11 +168,12 @@ def _handed_in(ctx: Context, event: Event, lambda_only: bool = False) -> bool:
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
+    entries: set[tuple[str, str]] = set()  # (evaluation function, model): one finding where its eval() belongs
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
         uses = _model_uses(ctx, events)
         forwards = [e for e, _ in uses]
-        if not forwards or not _is_evaluation(ctx, loop, events, forwards):
+        if not forwards or not _may_evaluate(ctx, loop, events):
             continue
         name = uses[0][1]
         if not name or name == "self" or any(model_key(n) != model_key(name) for _, n in uses):
@@ -181,14 +184,24 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
         if first is None:
             continue
-        mode, setter = mode_before(training, loop.function, first, name)
+        mode, setter, chain = mode_trace(training, loop.function, first, name)
         # Only an evaluation that also turns gradients off reads as one for sure: a loop with autograd on
         # (a calibration pass handed to `quantize()`, a loss evaluation) may run in whatever mode its caller chose.
         no_grad = not training.grad_enabled_at(loop) or all(f.no_grad for f in forwards)
+        entry, into = evaluation_entry(training, loop.function, chain) if mode == TRAIN else (loop.function, None)
+        if not _is_evaluation(ctx, loop, events, forwards) and not (no_grad and _entered_from_training(ctx, into, forwards)):
+            continue
         sibling = _sibling_training(ctx, loop.function, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
             continue
         related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
+        if entry != loop.function and into is not None:
+            if (entry, model_key(name)) not in entries:
+                entries.add((entry, model_key(name)))
+                yield _at_entry(ctx, entry, into, name, [Related(loop.header, "evaluation loop"), *related])
+            continue
+        if into is not None:
+            related.append(Related(into.span, "called here with the model in training mode"))
         yield report(
             META,
             loop.header,
@@ -198,8 +211,63 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             data={"model": name},
         )
     yield from _phase_loops(ctx)
-    yield from _loopless(ctx)
+    yield from _loopless(ctx, entries)
     yield from _after_training(ctx)
+
+
+def _at_entry(ctx: Context, entry: str, into: Event, name: str, related: list[Related]) -> Diagnostic:
+    """The finding of an evaluation that a training function starts by calling `entry` (which reaches the
+    forward through its callees): at `entry`'s first statement, where its `eval()` belongs."""
+    fn = ctx.model.functions[entry]
+    start = first_statement(fn)
+    local = _name_in(ctx, entry, name)
+    fix = _fix_before(ctx, start.start.line, local, entry) if local else None
+    shown = local or name
+    return report(
+        META,
+        start,
+        f"`{fn.name}()` evaluates `{shown}` without `{shown}.eval()`: the model is still in training mode, so dropout and batch norm behave as in training",
+        fix,
+        related=[*related, Related(into.span, "called here with the model in training mode")],
+        data={"model": shown},
+    )
+
+
+def _name_in(ctx: Context, entry: str, name: str) -> str | None:
+    """The model's name in `entry`: `name` when `entry` reads a parameter or attribute so called
+    (the callees were handed it under the same name), else None."""
+    fn = ctx.model.functions.get(entry)
+    head = name.partition(".")[0]
+    if fn is None or not (head in fn.params or head == "self"):
+        return None
+    return name if any(head in (e.receiver or "", *(a.base or "" for a in e.args), *(v.base or "" for _, v in e.keywords))
+                       for e in fn.events) else None
+
+
+def _entered_from_training(ctx: Context, into: Event | None, forwards: list[Event]) -> bool:
+    """The evaluation is entered by a call from training code, after it trained (or in a loop whose
+    pass trains), it keeps what a forward computes, and the call's result feeds no backward pass: the
+    model comes in training mode from the training step, and what runs is no part of that step. A
+    forward whose result is dropped (`net(x)` alone) runs for its side effects: batch-norm statistics
+    recomputed in training mode on purpose."""
+    if into is None or all(f.stmt == f.span for f in forwards) or not after_training(ctx.training, into):
+        return False
+    return not _result_trained_on(ctx, into)
+
+
+def _result_trained_on(ctx: Context, call: Event) -> bool:
+    """A backward pass after the call in its function reads what the call returned (targets computed
+    under no_grad for the loss: a teacher's or a momentum encoder's outputs)."""
+    events = ctx.training.expanded(call.function)
+    targets = {t.partition(".")[0].partition("[")[0] for e in events if e.stmt == call.stmt and e.kind is EventKind.ASSIGN for t in e.targets}
+    if not targets or call not in events:
+        return False
+    position = events.index(call)
+    # after it: the rest of the function, and the part of the pass of its innermost loop before it (the next pass)
+    after = [*events[position + 1 :], *(e for e in events[:position] if call.loops and call.loops[-1] in e.loops)]
+    return any(e.kind is not EventKind.BACKWARD and targets & set(e.value.names if e.value else ()) for e in after) and any(
+        e.kind is EventKind.BACKWARD for e in after
+    )
 
 
 def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
@@ -270,12 +338,14 @@ def _sibling_training(ctx: Context, scope: str, index: int, name: str) -> Event 
     return sibling_mode_call(ctx.training, scope, name, EventKind.TRAIN_MODE)
 
 
-def _loopless(ctx: Context) -> Iterator[Diagnostic]:
+def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnostic]:
     """An evaluation function with no loop: one full-batch forward under `no_grad`
-    (graph networks, small tabular sets), `def test(model, ...): with torch.no_grad(): out = model(x)`."""
+    (graph networks, small tabular sets), `def test(model, ...): with torch.no_grad(): out = model(x)`;
+    named like one, or called from training code after it trained (`visualize_results()` sampling
+    the generator at the end of each epoch). `entries`: evaluation functions already reported."""
     training = ctx.training
     for qualname, fn in ctx.model.functions.items():
-        if fn.is_lambda or not _EVAL_FUNCTION.search(fn.name):
+        if fn.is_lambda:
             continue
         cls = ctx.model.enclosing_class(qualname)
         if cls is not None and (cls.is_module or cls.owns_loop):
@@ -289,17 +359,33 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
             continue
         no_grad = fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)
         expanded = training.expanded(qualname)
-        if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in expanded) or training.opaque_training_call(expanded):
-            continue
-        if not no_grad and not _after_training_only(ctx, qualname):
-            continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
         first = expanded.index(forwards[0])
-        mode, setter = mode_before(training, qualname, first, name)
+        last = max(expanded.index(f) for f in forwards)
+        # a `train()` after the last forward switches back for the training that follows (it restores the mode)
+        if any(e.kind in _NOT_EVAL for e in expanded) or any(e.kind is EventKind.TRAIN_MODE for e in expanded[:last]):
+            continue
+        if training.opaque_training_call(expanded):
+            continue
+        named = bool(_EVAL_FUNCTION.search(fn.name))
+        if named and not no_grad and not _after_training_only(ctx, qualname):
+            continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
+        mode, setter, chain = mode_trace(training, qualname, first, name)
+        entry, into = evaluation_entry(training, qualname, chain) if mode == TRAIN else (qualname, None)
+        if not named and not (no_grad and _entered_from_training(ctx, into, forwards)):
+            continue
         sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
         related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, qualname, first, name, setter or sibling)]
+        if (entry, model_key(name)) in entries:
+            continue
+        entries.add((entry, model_key(name)))
+        if entry != qualname and into is not None:
+            yield _at_entry(ctx, entry, into, name, related)
+            continue
+        if into is not None:
+            related.append(Related(into.span, "called here with the model in training mode"))
         yield report(
             META,
             forwards[0].stmt,
@@ -387,15 +473,20 @@ def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
     return Fix(f"Insert `{name}.eval()` before the forward", (edit,), Applicability.UNSAFE)
 
 
-def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards: list[Event]) -> bool:
+def _may_evaluate(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    """No training and no mode change in the loop's pass, and no framework or model class around it."""
     training = ctx.training
     if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in events):
         return False
     if training.opaque_training_call(events):
         return False
     cls = ctx.model.enclosing_class(loop.function)
-    if cls is not None and (cls.is_module or cls.owns_loop):
-        return False
+    return not (cls is not None and (cls.is_module or cls.owns_loop))
+
+
+def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards: list[Event]) -> bool:
+    """Named like one (`evaluate`, `validate`, ...), or a no_grad loop over validation or test data."""
+    training = ctx.training
     fn = ctx.model.functions.get(loop.function)
     named = bool(fn and _EVAL_FUNCTION.search(fn.name))
     runs = [e for e in events if training.is_forward(e)] if training.is_forward(forwards[0]) else forwards
