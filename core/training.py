@@ -80,6 +80,7 @@ _NOT_TRAINING_RECEIVERS = frozenset(
     {Kind.SCALER, Kind.SCHEDULER, Kind.LOADER, Kind.SAMPLER, Kind.LOSS_FN, Kind.LOSS, Kind.OUTPUT, Kind.SCALAR, Kind.DETACHED}
 )
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+_SUBSCRIPT = re.compile(r"\[[^\[\]]*\]")
 _OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
 
@@ -109,7 +110,7 @@ def _is_bookkeeping(event: Event) -> bool:
     """`meter.update(...)` on a record keeper: it cannot clear gradients or step."""
     if not event.receiver or tail(event.name or "") != "update":
         return False
-    return bool(_BOOKKEEPING.search(tail(event.receiver)))
+    return bool(_BOOKKEEPING.search(tail(_SUBSCRIPT.sub("", event.receiver))))  # `metric_logger.meters['acc1']`
 
 
 @dataclass(frozen=True)
@@ -502,10 +503,29 @@ class TrainingModel:
         if self.model.resolve_function(name, function) or self._is_imported_callable(name):
             return False  # a function of this file or an imported function (`save_fsdp_model(...)`)
         with self.model.external_kinds():  # `net = build_net(cfg)` with build_net in models.py
-            if self.model.kind_of(name, function) is not Kind.MODEL:
+            if self.model.kind_of(name, function) is not Kind.MODEL and not self._model_from_callers(name, function):
                 return False
         if not self.model.assignments(name, function) and _FUNCTION_SPELLING.match(tail(name)):
             return False  # only the spelling says "model", and it reads as a function (`convert_model`)
+        return True
+
+    def _model_from_callers(self, name: str, function: str, depth: int = 0) -> bool:
+        """`name` is a parameter of `function` (never rebound there) for which every call of the file
+        passes a model (`validate(val_loader, model, linear_classifier)` with `linear_classifier =
+        LinearClassifier(...)`): what it holds comes from where it was made, whatever it is called."""
+        fn = self.model.functions.get(function)
+        callers = self.model.calls_to.get(function, [])
+        if fn is None or name not in fn.params or name == "self" or not callers or depth > 2 or self.model.assignments(name, function):
+            return False
+        position = fn.params.index(name) - (1 if fn.owner else 0)
+        for call in callers:
+            if self.model.resolve_function(call.name or "", call.function) != function:
+                return False  # handed on as a callback: its caller's arguments are not these
+            arg = call.keyword(name) or (call.args[position] if 0 <= position < len(call.args) and not any(a.text.startswith("*") for a in call.args[: position + 1]) else None)
+            if arg is None or not arg.base or arg.text != arg.base:
+                return False
+            if self.model.kind_of(arg.base, call.function) is not Kind.MODEL and not self._model_from_callers(arg.base, call.function, depth + 1):
+                return False
         return True
 
     def _is_imported_callable(self, name: str) -> bool:

@@ -59,9 +59,24 @@ def returns_no_graph(training: TrainingModel, scope: str) -> bool:
         return False
     memo = training.function_memo("evaluation.returns_no_graph")
     if scope not in memo:
-        returns = [e.value for e in fn.events if e.kind is EventKind.RETURN and e.function == scope]
-        memo[scope] = bool(returns) and all(v is not None and _plain_text(fn, v.text, frozenset()) for v in returns)
+        returns = [e for e in fn.events if e.kind is EventKind.RETURN and e.function == scope]
+        memo[scope] = bool(returns) and all(_plain_return(fn, e) for e in returns)
     return bool(memo[scope])
+
+
+def _plain_return(fn: Function, ret: Event) -> bool:
+    """The returned value is plain; a bare name is judged by its last binding before the return when
+    nothing else touches it in between (`images = torch.cat(images).numpy()`, then `return images`)."""
+    if ret.value is None:
+        return False
+    text = ret.value.text.strip()
+    if text.isidentifier():
+        touching = [e for e in fn.events if e.function == fn.qualname and e.span.start < ret.span.start
+                    and (text in e.targets or (e.kind is EventKind.STORE and e.receiver == text))]
+        last = touching[-1] if touching else None
+        if last is not None and last.kind is EventKind.ASSIGN and last.loops == ret.loops and last.guards == ret.guards and len(last.targets) == 1:
+            return last.value is not None and _plain_text(fn, last.value.text, frozenset())
+    return _plain_text(fn, text, frozenset())
 
 
 def _plain_text(fn: Function, text: str, seen: frozenset[str]) -> bool:
@@ -108,4 +123,8 @@ def _plain_name(fn: Function, name: str, seen: frozenset[str]) -> bool:
     bindings = [e for e in fn.events if e.function == fn.qualname and name in e.targets and e.kind in (EventKind.ASSIGN, EventKind.AUG_ASSIGN)]
     if not bindings and name not in fn.params:
         return False  # a loop target, a global, a name bound some other way
-    return all(len(e.targets) == 1 and e.value is not None and _plain_text(fn, e.value.text, seen | {name}) for e in bindings)
+    stores = [e for e in fn.events if e.function == fn.qualname and e.kind is EventKind.STORE and e.receiver == name]
+    stored = [v for e in stores for v in (*e.args, *((e.value,) if e.value is not None else ()))]
+    return all(len(e.targets) == 1 and e.value is not None and _plain_text(fn, e.value.text, seen | {name}) for e in bindings) and all(
+        _plain_text(fn, v.text, seen | {name}) for v in stored
+    )

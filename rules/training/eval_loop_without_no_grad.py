@@ -111,7 +111,9 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     containers = _evaluation(ctx, loop, events)
     if containers is None or not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
         return None, frozenset(), False
-    if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards):
+    if (_same_input_each_pass(ctx, loop, events, forwards) and not _put_in_eval_mode(ctx, loop, forwards)) or all(
+        _parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards
+    ):
         return None, frozenset(), False
     runs = forwards[0].name or _callee(ctx, forwards[0])
     entry, into = _uncovered_entry(ctx, loop.function)
@@ -306,6 +308,17 @@ def _same_input_each_pass(ctx: Context, loop: Loop, events: tuple[Event, ...], f
         if not read or read & varying:
             return False
     return True
+
+
+def _put_in_eval_mode(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
+    """The loop's function puts every model the loop runs in eval mode before it (`model.eval()`, then
+    `for i in range(50): model(images)` timing inference): the function owns the evaluation and its
+    grad mode, whatever its caller does."""
+    fn = ctx.model.functions.get(loop.function)
+    if fn is None or not loop.function:
+        return False
+    evals = {e.receiver for e in fn.events if e.kind is EventKind.EVAL_MODE and e.receiver and e.span.start < loop.span.start}
+    return all(f.name in evals for f in forwards)
 
 
 def _parameterless(ctx: Context, forward: Event) -> bool:
@@ -514,6 +527,8 @@ def _private_local(ctx: Context, scope: str, name: str) -> bool:
     for other in ctx.model.functions.values():
         if other.qualname.startswith(scope + ".") and word.search(ctx.source.slice(other.span)):
             return False  # a nested function (a closure) may read it
+    if returns_no_graph(ctx.training, scope):
+        return True  # what it returns is plain (`torch.cat(images).numpy()`): the container leaves with no graph
     for event in fn.events:
         if event.kind is EventKind.RETURN and event.value is not None and name in event.value.names:
             try:
