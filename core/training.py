@@ -725,18 +725,12 @@ class TrainingModel:
         if not self.is_torch_code:
             return ()
         model = self.model
-        updates: dict[str, set[str]] = {}  # update function -> the engine variables it runs in
+        updates = {q: set(engines) for q, engines in self.engine_functions.items()}  # update function -> its engine variables
         handlers: list[tuple[str, str]] = []  # (engine variable, handler)
         for fn in model.functions.values():
             handlers += [(d[: -len(".on")], fn.qualname) for d in fn.decorators if d.endswith(".on")]
             for event in fn.events:
-                if event.kind is EventKind.ASSIGN and event.value is not None and (event.value.callee or "").startswith("ignite.") \
-                        and tail(event.value.callee) == "Engine":
-                    first = event.value.text[event.value.text.find("(") + 1 :].split(",")[0].split(")")[0].strip()
-                    target = model.resolve_function(first, event.function) if first else None
-                    if target:
-                        updates.setdefault(target, set()).update(event.targets)
-                elif event.kind is EventKind.CALL and tail(event.name) == "add_event_handler" and len(event.args) > 1 \
+                if event.kind is EventKind.CALL and tail(event.name) == "add_event_handler" and len(event.args) > 1 \
                         and event.args[1].base and event.receiver:
                     target = model.resolve_function(event.args[1].base, event.function)
                     if target:
@@ -753,6 +747,21 @@ class TrainingModel:
             extra = tuple(e for engine, h in handlers if engine in engines or engine not in known for e in self.expanded(h) if not e.loops)
             found.append((model.functions[qualname], events + extra))
         return tuple(found)
+
+    @cached_property
+    def engine_functions(self) -> dict[str, frozenset[str]]:
+        """The functions of the file an ignite `Engine(fn)` runs once per batch, with the engine
+        variables they run in: a trainer's update function or an evaluator's step."""
+        found: dict[str, set[str]] = {}
+        for fn in self.model.functions.values():
+            for event in fn.events:
+                if event.kind is EventKind.ASSIGN and event.value is not None and (event.value.callee or "").startswith("ignite.") \
+                        and tail(event.value.callee) == "Engine":
+                    first = event.value.text[event.value.text.find("(") + 1 :].split(",")[0].split(")")[0].strip()
+                    target = self.model.resolve_function(first, event.function) if first else None
+                    if target:
+                        found.setdefault(target, set()).update(event.targets)
+        return {q: frozenset(engines) for q, engines in found.items()}
 
     @cached_property
     def backward_loops(self) -> tuple[TrainingLoop, ...]:

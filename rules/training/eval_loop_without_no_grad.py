@@ -65,6 +65,7 @@ from torch_preflight.core.edits import indent_unit, wrap_block
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
 from torch_preflight.rules.training._evaluation import returns_no_graph, trains
+from torch_preflight.rules.training._modes import first_statement
 
 META = RuleMeta(
     code="TPF007",
@@ -96,6 +97,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if own_layers and _called_under_no_grad(ctx, loop):
             continue  # read outside the memo: the calls it looks for may be in any statement of the module
         yield diagnostic
+    yield from _engine_steps(ctx)
 
 
 def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[str], bool]:
@@ -354,16 +356,7 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset
     if loop.runs_once:
         return None  # `for batch in loader: print(model(x).shape); break`: a one-batch peek, no evaluation
     training = ctx.training
-    for event in events:
-        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
-            return None
-        if event.kind is EventKind.CALL and event.receiver and event.name and event.name.rsplit(".", 1)[-1] in _GRAD_USERS:
-            return None
-        if event.name in ("torch.autograd.grad", "torch.enable_grad", "torch.set_grad_enabled"):
-            return None
-        if any(c.name in ("torch.enable_grad", "torch.set_grad_enabled") for c in event.contexts):
-            return None
-    if training.opaque_training_call(events):
+    if _uses_graph(ctx, events):
         return None
     # The function back-propagates after the loop: the outputs are collected on purpose.
     training_ids = {t.loop.id for t in training.training_loops}
@@ -383,6 +376,57 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset
         if event.kind is EventKind.BACKWARD and event.span.start > loop.span.end and not training_ids & set(event.loops):
             return None
     return _stored_containers(ctx, loop, events)
+
+
+def _uses_graph(ctx: Context, events: tuple[Event, ...]) -> bool:
+    """The events train, switch to training mode, ask for gradients (`requires_grad_`, `autograd.grad`,
+    `enable_grad`: an attack, a saliency map), or call unseen code that may train."""
+    for event in events:
+        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
+            return True
+        if event.kind is EventKind.CALL and event.receiver and event.name and event.name.rsplit(".", 1)[-1] in _GRAD_USERS:
+            return True
+        if event.name in ("torch.autograd.grad", "torch.enable_grad", "torch.set_grad_enabled"):
+            return True
+        if any(c.name in ("torch.enable_grad", "torch.set_grad_enabled") for c in event.contexts):
+            return True
+    return ctx.training.opaque_training_call(events) is not None
+
+
+def _engine_steps(ctx: Context) -> Iterator[Diagnostic]:
+    """An evaluator's step function handed to an ignite `Engine(test_step)`: the engine runs it once
+    per batch, so a forward in it outside `no_grad` records a graph per batch that nothing uses. Only a
+    step that puts the model in eval mode first (an evaluation by its own say), never trains or asks
+    for gradients, and is not decorated or called under `no_grad`."""
+    training, model = ctx.training, ctx.model
+    for qualname in training.engine_functions:
+        fn = model.functions.get(qualname)
+        if fn is None or fn.is_lambda or _grad_off_around(ctx, qualname):
+            continue
+        engines = training.engine_functions[qualname]
+        if any(e.no_grad and e.receiver in engines for f in model.functions.values() for e in f.events):
+            continue  # `with torch.no_grad(): evaluator.run(loader)`
+        events = training.expanded(qualname)
+        forwards = [e for e in events if training.is_forward(e) and not e.no_grad and not e.loops and not _in_no_grad_function(ctx, e)]
+        evals = {e.receiver for e in events if e.kind is EventKind.EVAL_MODE and e.receiver}
+        if not forwards or not all(f.name in evals for f in forwards) or _uses_graph(ctx, events):
+            continue
+        yield report(
+            META,
+            fn.header,
+            f"`{fn.name}()` runs `{forwards[0].name}` forward once per batch of its engine without `torch.no_grad()`; autograd records a graph it never uses",
+            related=[Related(first_statement(fn), "the evaluation starts here"), Related(forwards[0].span, "model forward")],
+        )
+
+
+def _grad_off_around(ctx: Context, qualname: str) -> bool:
+    """The function, or one it is nested in, is decorated with `@torch.no_grad()` (or the like)."""
+    fn = ctx.model.functions.get(qualname)
+    while fn is not None:
+        if ctx.training.decorated_no_grad(fn):
+            return True
+        fn = ctx.model.functions.get(fn.parent) if fn.parent else None
+    return False
 
 
 def _feeds_backward(ctx: Context, call: Event) -> bool:
