@@ -313,13 +313,14 @@ def _same_input_each_pass(ctx: Context, loop: Loop, events: tuple[Event, ...], f
 
 
 def _put_in_eval_mode(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
-    """The loop's function puts every model the loop runs in eval mode before it (`model.eval()`, then
-    `for i in range(50): model(images)` timing inference): the function owns the evaluation and its
-    grad mode, whatever its caller does."""
+    """The loop's function starts by putting every model the loop runs in eval mode, unconditionally and
+    outside any loop (`model.eval()`, then `for i in range(50): model(images)` timing inference): the
+    function owns the evaluation and its grad mode, whatever its caller does."""
     fn = ctx.model.functions.get(loop.function)
     if fn is None or not loop.function:
         return False
-    evals = {e.receiver for e in fn.events if e.kind is EventKind.EVAL_MODE and e.receiver and e.span.start < loop.span.start}
+    evals = {e.receiver for e in fn.events if e.kind is EventKind.EVAL_MODE and e.receiver and e.span.start < loop.span.start
+             and not e.guards and not e.loops and e.function == loop.function}
     return all(f.name in evals for f in forwards)
 
 
