@@ -155,7 +155,9 @@ class TrainingModel:
             return None
         resolved = self.project.resolve_function(self.model.path, callee)
         if resolved is None:
-            return None
+            # `GaussianDiffusionSampler(model, ...)` from the user's `diffusion.py`: an nn.Module class there builds a model
+            cls = self.project.resolve_class(self.model.path, callee) if tail(callee)[:1].isupper() else None
+            return Kind.MODEL if cls is not None and cls[1].is_module else None
         kind = return_kind(*resolved)  # what the summary's `returns` holds, without composing its callees
         return kind if kind is not Kind.UNKNOWN else None
 

@@ -79,7 +79,7 @@ from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._evaluation import after_training, evaluation_entry
+from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, trains
 from torch_preflight.rules.training._modes import (
     DEFAULT,
     TRAIN,
@@ -202,6 +202,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             continue
         if into is not None:
             related.append(Related(into.span, "called here with the model in training mode"))
+        entries.add((loop.function, model_key(name)))
         yield report(
             META,
             loop.header,
@@ -212,7 +213,80 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         )
     yield from _phase_loops(ctx)
     yield from _loopless(ctx, entries)
+    yield from _restored(ctx, entries)
     yield from _after_training(ctx)
+
+
+def _restored(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnostic]:
+    """An evaluation that ends by switching back with `model.train()` and never switched to eval: in a
+    function that does not train (`generate_and_print_sample()` handing the model to a generator under
+    no_grad, then `model.train()`), or in a block of a training loop after the step (`if step % N == 0:
+    with torch.no_grad(): x_0 = sampler(x_T); ...; net_model.train()`). The `train()` says the code
+    before it meant the model to be in eval mode; what runs there is a no_grad forward whose result is
+    kept, or the model handed to code this file cannot see under no_grad. The model must be in
+    training mode where the region starts."""
+    training = ctx.training
+    for scope, fn in ctx.model.functions.items():
+        cls = ctx.model.enclosing_class(scope) if scope else None
+        if fn.is_lambda or (cls is not None and (cls.is_module or cls.owns_loop)):
+            continue
+        expanded = training.expanded(scope)
+        for position, switch in enumerate(expanded):
+            if switch.kind is not EventKind.TRAIN_MODE or switch.via or not switch.receiver or switch.args:
+                continue
+            if not switch.guards and not switch.loops and trains(training, scope):
+                continue  # a training function's own `train()`: the region before it is not an evaluation
+            found = _evaluation_before(ctx, expanded, position, switch)
+            if found is None:
+                continue
+            start, use = found
+            name = switch.receiver
+            key = (scope if not switch.guards else f"{scope}@{start.stmt.start.line}", model_key(name))
+            if (scope, model_key(name)) in entries or key in entries:
+                continue
+            mode, setter = mode_before(training, scope, expanded.index(start), name)
+            if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, scope, ctx.project):
+                continue
+            entries.add(key)
+            related = [Related(switch.span, f"`{name}.train()` switches back to training here"), Related(use.span, "the model runs here")]
+            if setter is not None:
+                related.append(Related(setter.span, "training mode set here"))
+            yield report(
+                META,
+                start.stmt,
+                f"Evaluation runs without `{name}.eval()`: `{name}.train()` switches back after it, but {_reason(ctx, mode, None)}, so dropout and batch norm behave as in training",
+                _fix_before(ctx, start.stmt.start.line, name, scope) if start.function == scope else None,
+                related=related,
+                data={"model": name},
+            )
+
+
+def _evaluation_before(ctx: Context, expanded: tuple[Event, ...], position: int, switch: Event) -> tuple[Event, Event] | None:
+    """Walking back from `switch` (a `train()` call) through its block: the first event of the block and
+    the model use in it (a kept no_grad forward, or the model handed to an unseen call under no_grad).
+    None when the walk meets a mode call, a backward pass or a step before any such use, or finds none."""
+    training = ctx.training
+    guards, loops = switch.guards, switch.loops
+    start: Event | None = None
+    use: Event | None = None
+    for event in reversed(expanded[:position]):
+        if event.guards[: len(guards)] != guards or event.loops[: len(loops)] != loops:
+            break  # out of the block
+        if event.kind in (EventKind.TRAIN_MODE, EventKind.EVAL_MODE):
+            return None  # it sets a mode itself (`model.eval()` at the start: nothing missing)
+        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD) or training.optimizer_of(event):
+            break  # the training step before it
+        if not event.via:
+            start = event
+        if event.stmt == event.span or not event.no_grad:
+            continue  # a result dropped (a statistics refresh), or gradients on
+        if training.is_forward(event):
+            use = event
+        elif training.is_opaque(event) and any(a.base == switch.receiver and a.text == a.base for a in (*event.args, *(v for _, v in event.keywords))):
+            use = event
+    if use is None or start is None:
+        return None
+    return start, use
 
 
 def _at_entry(ctx: Context, entry: str, into: Event, name: str, related: list[Related]) -> Diagnostic:
