@@ -10,6 +10,7 @@ from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import Event, EventKind, Function, ModuleModel, Value
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
+from torch_preflight.rules.training._evaluation import trains
 
 TRAIN, EVAL, UNKNOWN, DEFAULT = "train", "eval", "unknown", "default"
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout|batch_norm|\.training\b|RReLU|AlphaDropout")
@@ -178,10 +179,10 @@ def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: Even
     likely one of them."""
     if _networks_mode_free(training.model):
         return None
-    for event in same_model_calls(training, scope, name, kind):
-        if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or ""):
-            return event
-    return None
+    found = [event for event in same_model_calls(training, scope, name, kind)
+             if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or "")]
+    # the training function's own call first (`train_step()`'s `model.train()`, not an evaluation restoring it)
+    return min(found, key=lambda e: not trains(training, e.function), default=None)
 
 
 # A model rebuilt from saved or other state: its mode is whatever that state had (`from_pretrained` returns it in eval mode).

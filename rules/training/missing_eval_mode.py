@@ -194,12 +194,13 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         sibling = _sibling_training(ctx, loop.function, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
             continue
-        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
-        if entry != loop.function and into is not None:
+        if entry != loop.function and into is not None:  # its eval() belongs in `entry`, not in this helper
             if (entry, model_key(name)) not in entries:
                 entries.add((entry, model_key(name)))
-                yield _at_entry(ctx, entry, into, name, [Related(loop.header, "evaluation loop"), *related])
+                setters = [Related(setter.span, "training mode set here")] if setter is not None else []
+                yield _at_entry(ctx, entry, into, name, [Related(loop.header, "evaluation loop"), Related(forwards[0].span, "model forward"), *setters])
             continue
+        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
         if into is not None:
             related.append(Related(into.span, "called here with the model in training mode"))
         entries.add((loop.function, model_key(name)))
@@ -451,13 +452,14 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
-        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, qualname, first, name, setter or sibling)]
         if (entry, model_key(name)) in entries:
             continue
         entries.add((entry, model_key(name)))
-        if entry != qualname and into is not None:
-            yield _at_entry(ctx, entry, into, name, related)
+        if entry != qualname and into is not None:  # its eval() belongs in `entry`, not in this helper
+            setters = [Related(setter.span, "training mode set here")] if setter is not None else []
+            yield _at_entry(ctx, entry, into, name, [Related(forwards[0].span, "model forward"), *setters])
             continue
+        related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, qualname, first, name, setter or sibling)]
         if into is not None:
             related.append(Related(into.span, "called here with the model in training mode"))
         yield report(
