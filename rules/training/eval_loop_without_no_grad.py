@@ -30,6 +30,17 @@ too; the module's forward, its private helpers and methods its own class calls a
 model and stay silent, and so does a method whose call the file cannot resolve
 (`model.module.test(...)`) when such a call runs under `no_grad`.
 
+A helper whose result is a plain number (`total_loss / num_batches` summed from `loss.item()`,
+a container returned as numpy) feeds no backward pass, whoever calls it. When the loop is reached
+through a caller that does not train (`evaluate_model()` calling `calc_loss_loader()` twice, called
+from the training loop), the finding sits at that caller's first call, where `no_grad` must
+start, with the loop, the forward and the function to decorate related. A parameter that every
+call of the file fills with a module runs a model (`validate(loader, model, linear_classifier)`).
+A timing loop that repeats one input counts when its function starts by putting the model in eval
+mode (`model.eval()`, then `for i in range(50): model(images)`). An ignite evaluator step
+(`Engine(test_step)`) that puts its model in eval mode and runs it outside `no_grad` is flagged
+at its `def`, unless it is decorated, its engine runs under `no_grad`, or it asks for gradients.
+
 ## Example
 ```python
 model.eval()

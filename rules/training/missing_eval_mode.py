@@ -18,8 +18,20 @@ applied to it (`model_fn(model, x)`, as in ignite's step factories). `model.modu
 the mode of the network behind DataParallel / DistributedDataParallel.
 
 The finding sits on the evaluation loop (or the forward); its related locations name the call that
-left the model in training mode and, when the evaluation function sets no mode itself, its first
-statement: where its `eval()` belongs.
+left the model in training mode, the call that entered the evaluation and, when the evaluation
+function sets no mode itself, its first statement: where its `eval()` belongs. When training code
+enters the evaluation through a function that reaches the loop through helpers
+(`evaluate_model()` calling `calc_loss_loader()`), the finding sits at that function's first
+statement, with the helper's loop related.
+
+Code that training calls after it trained (or in a loop whose pass trains) and that keeps what a
+no_grad forward computes is an evaluation whatever it is called (`visualize_results()` sampling
+a generator at the end of each epoch), unless what it returns is the loss's target; a forward
+whose result is dropped refreshes batch-norm statistics on purpose. A function or a block of the
+training loop that ends with `model.train()` but never called `model.eval()` before its no_grad
+forward (or before handing the model to code the file cannot see under no_grad, a text generator)
+is flagged at its first statement when the model is in training mode there (`if step % N == 0:
+with torch.no_grad(): x_0 = sampler(x_T) ... net_model.train()`).
 
 A train/validation phase loop (`for phase in ["train", "val"]:`) that calls `model.train()`
 only when `phase == "train"`, back-propagates only on that path, and runs the model on every
