@@ -67,7 +67,7 @@ def mode_trace(
     if not scope:
         return DEFAULT, None, ()
     local = model_name if model_name is not None else built
-    if local is not None and _built_in(scope, events[:index], local):
+    if local is not None and built_in(scope, events[:index], local):
         return DEFAULT, None, ()
     callers = training.model.calls_to.get(scope, [])
     if not callers or depth > 3:
@@ -80,7 +80,7 @@ def mode_trace(
             position = caller_events.index(call)
         except ValueError:
             return UNKNOWN, None, ()
-        passed = _argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
+        passed = argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
         mode, setter, chain = mode_trace(training, call.function, position, None, depth + 1, passed)
         if modes.get(mode, (None, ()))[0] is None:
             modes[mode] = (setter, (call, *chain))
@@ -189,7 +189,7 @@ def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: Even
 _NOT_FRESH = re.compile(r"load|pretrained|copy|restore|checkpoint|\.eval\(|\.train\(", re.I)
 
 
-def _built_in(scope: str, events: list[Event], name: str) -> bool:
+def built_in(scope: str, events: list[Event], name: str) -> bool:
     """`scope` itself builds the model before the point (`model = Net()`, then perhaps
     `model = prepare_model(model)`), not from a checkpoint or a copy: a fresh model, in training mode."""
     assigns = [e for e in events if e.kind is EventKind.ASSIGN and e.function == scope and name in e.targets]
@@ -199,7 +199,7 @@ def _built_in(scope: str, events: list[Event], name: str) -> bool:
     return first is not None and bool(first.calls) and all(e.value is not None and name in e.value.names for e in assigns[1:])
 
 
-def _argument_name(call: Event, params: tuple[str, ...] | list[str], name: str | None, method: bool) -> str | None:
+def argument_name(call: Event, params: tuple[str, ...] | list[str], name: str | None, method: bool) -> str | None:
     """The caller's plain name for the parameter `name` of the function it calls; None otherwise."""
     if name is None or name not in params:
         return None
@@ -369,6 +369,11 @@ def _passes_through(event: Event, name: str, model: ModuleModel) -> bool:
         if call.startswith("torch.nn.") and tail(call) not in ("DistributedDataParallel", "DataParallel"):
             return False  # `nn.Sequential(model, nn.Linear(...))`: more layers
     return True
+
+
+def class_has_mode_layers(model: ModuleModel, qualname: str) -> bool:
+    """The class `qualname` of `model` (or a class it builds or derives from) holds dropout or batch norm."""
+    return _class_has_mode_layers(model, qualname, set())
 
 
 def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) -> bool:

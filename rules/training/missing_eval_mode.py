@@ -90,12 +90,16 @@ from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Rel
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
 from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, trains
 from torch_preflight.rules.training._modes import (
     DEFAULT,
     TRAIN,
     UNKNOWN,
+    argument_name,
+    built_in,
+    class_has_mode_layers,
     first_statement,
     has_mode_layers,
     mode_before,
@@ -227,7 +231,126 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     yield from _phase_loops(ctx)
     yield from _loopless(ctx, entries)
     yield from _restored(ctx, entries)
+    yield from _frozen_backbones(ctx)
     yield from _after_training(ctx)
+
+
+# torchvision's model families built with batch norm (or dropout): known to behave differently in training mode
+_TORCHVISION_MODE_FAMILIES = re.compile(
+    r"^torchvision\.models\.(resnet|resnext|wide_resnet|densenet|vgg\d+_bn|mobilenet|efficientnet|regnet|inception|googlenet|"
+    r"shufflenet|mnasnet|alexnet|squeezenet|convnext|vit_|swin_|maxvit)"
+)
+
+
+def _frozen_backbones(ctx: Context) -> Iterator[Diagnostic]:
+    """A frozen feature extractor run under no_grad in a training loop that steps only other modules
+    (a linear probe: `with torch.no_grad(): feats = model(x)`, then `linear_classifier(feats)` trained),
+    built fresh and never put in eval mode: its batch norm normalises with each batch's statistics and
+    moves its running averages, its dropout drops. Only when the backbone's class is known to hold such
+    layers (a class of the project with batch norm or dropout, a torchvision family built with them).
+    Reported where it is built, where its `eval()` belongs."""
+    training = ctx.training
+    seen: set[tuple[str, str]] = set()
+    for loop in training.training_loops:
+        events = training.iteration(loop.loop)
+        optimizers = {o for o in (training.optimizer_of(e) for e in events if not e.inner) if o}
+        if not optimizers:
+            continue
+        owned: set[str] = set()
+        for optimizer in optimizers:
+            modules = training.owned_modules(optimizer, loop.loop.function)
+            if modules is None:
+                break
+            owned |= {model_key(m) for m in modules}
+        else:
+            for forward in events:
+                if forward.inner or not training.is_forward(forward) or not forward.no_grad:
+                    continue
+                name = training.forward_target(forward) or ""
+                if not name or "." in name:
+                    continue
+                for built_name, built in _built_fresh(ctx, forward, name, owned):
+                    if (built.function, model_key(built_name)) in seen:
+                        continue
+                    seen.add((built.function, model_key(built_name)))
+                    yield report(
+                        META,
+                        built.stmt,
+                        f"`{built_name}` is a frozen feature extractor but never put in eval mode: its forward under no_grad in the "
+                        f"training loop runs in training mode, so batch norm and dropout behave as in training",
+                        related=[Related(forward.span, "frozen forward in the training loop"), Related(loop.loop.header, "training loop")],
+                        data={"model": built_name},
+                    )
+
+
+def _built_fresh(ctx: Context, forward: Event, name: str, owned: set[str]) -> list[tuple[str, Event]]:
+    """Where the model `name` run by `forward` was last set up (built, or moved with `.cuda()` /
+    `.to()`), with its name there, for each way it reaches the forward fresh (nothing on the way sets
+    its mode), when no optimizer stepped in the loop owns it and its class is known to hold
+    mode-dependent layers."""
+    training = ctx.training
+    expanded = training.expanded(forward.function)
+    if forward not in expanded:
+        return []
+    found = []
+    for path in _fresh_paths(training, forward.function, expanded.index(forward), name, 0):
+        site = _setup_site(ctx, forward, [name, *(n for n, _ in path)], [c for _, c in path], owned)
+        if site is not None:
+            found.append(site)
+    return found
+
+
+def _setup_site(ctx: Context, forward: Event, names: list[str], chain: list[Event], owned: set[str]) -> tuple[str, Event] | None:
+    if {model_key(n) for n in names} & owned:
+        return None  # trained after all
+    local, scope = names[-1], (chain[-1].function if chain else forward.function)
+    built = [e for e in ctx.model.assignments(local, scope) if e.function == scope and e.value is not None and len(e.targets) == 1]
+    if not built or not _known_mode_layers(ctx, built, local, scope):
+        return None
+    setup = [e for e in ctx.model.functions[scope].events if e.function == scope and e.kind is EventKind.CALL and e.receiver == local
+             and tail(e.name or "") in ("cuda", "to")]
+    limit = chain[-1].span.start if chain else forward.span.start
+    last = max((e for e in [*built, *setup] if e.span.start < limit), key=lambda e: e.span.start, default=None)
+    return (local, last) if last is not None else None
+
+
+def _fresh_paths(training: TrainingModel, scope: str, index: int, name: str, depth: int) -> list[list[tuple[str, Event]]]:
+    """Each way up from `scope` to a function that builds `name` fresh with no mode call on that model
+    before `expanded(scope)[index]`, as the calls with the model's name in each caller (passed by a
+    plain name). Unlike `mode_trace`, a mode call on another model (`linear_classifier.train()`) says
+    nothing about this one, and each call site stands alone."""
+    events = training.expanded(scope)
+    if any(e.receiver and model_key(e.receiver) == model_key(name) for e in mode_events(events[:index])):
+        return []
+    if built_in(scope, list(events[:index]), name):
+        return [[]]
+    fn = training.model.functions.get(scope)
+    if fn is None or depth > 3:
+        return []
+    paths: list[list[tuple[str, Event]]] = []
+    for call in training.model.calls_to.get(scope, []):
+        passed = argument_name(call, fn.params, name, bool(fn.owner))
+        caller_events = training.expanded(call.function)
+        if passed is not None and call in caller_events:
+            paths += [[(passed, call), *above] for above in _fresh_paths(training, call.function, caller_events.index(call), passed, depth + 1)]
+    return paths
+
+
+def _known_mode_layers(ctx: Context, built: list[Event], name: str, scope: str) -> bool:
+    """Every construction of `name` is known, and one holds batch norm or dropout: a torchvision family
+    built with them, or a class of the file or the project (`has_mode_layers` answers yes for unknown
+    classes; a frozen backbone is reported only when it is known)."""
+    torchvision = [e for e in built if e.value is not None and _TORCHVISION_MODE_FAMILIES.match(e.value.callee or "")]
+    if torchvision:
+        return len(torchvision) == len(built) or has_mode_layers(ctx.model, name, scope, ctx.project)
+    classes = [e.value.callee for e in built if e.value is not None and e.value.callee]
+    if len(classes) != len(built):
+        return False
+    for callee in classes:
+        resolved = (ctx.model, ctx.model.classes[callee]) if callee in ctx.model.classes else ctx.project.resolve_class(ctx.model.path, callee or "")
+        if resolved is None or not resolved[1].is_module or not class_has_mode_layers(resolved[0], resolved[1].qualname):
+            return False
+    return True
 
 
 def _restored(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnostic]:
