@@ -33,6 +33,12 @@ forward (or before handing the model to code the file cannot see under no_grad, 
 is flagged at its first statement when the model is in training mode there (`if step % N == 0:
 with torch.no_grad(): x_0 = sampler(x_T) ... net_model.train()`).
 
+A frozen backbone of a linear probe (run under no_grad in a training loop whose optimizers own only
+other modules), built fresh and never put in eval mode, is flagged where it is set up (`model.cuda()`)
+when its class is known to hold batch norm or dropout: a torchvision family built with them, or a
+class of the file or the project. A backbone built from a name the file cannot read
+(`torchvision_models.__dict__[args.arch]()`) is left alone.
+
 A train/validation phase loop (`for phase in ["train", "val"]:`) that calls `model.train()`
 only when `phase == "train"`, back-propagates only on that path, and runs the model on every
 path is flagged at the `train()` call: the validation phase runs in training mode.
