@@ -372,6 +372,8 @@ def _restored(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
         cls = ctx.model.enclosing_class(scope) if scope else None
         if fn.is_lambda or (cls is not None and (cls.is_module or cls.owns_loop)):
             continue
+        if not any(e.kind is EventKind.TRAIN_MODE and not e.args and e.function == scope for e in fn.events):
+            continue
         expanded = training.expanded(scope)
         for position, switch in enumerate(expanded):
             if switch.kind is not EventKind.TRAIN_MODE or switch.via or not switch.receiver or switch.args:
@@ -561,7 +563,8 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
     the generator at the end of each epoch). `entries`: evaluation functions already reported."""
     training = ctx.training
     for qualname, fn in ctx.model.functions.items():
-        if fn.is_lambda:
+        named = bool(_EVAL_FUNCTION.search(fn.name))
+        if fn.is_lambda or (not named and not _may_be_entered_under_no_grad(ctx, qualname)):
             continue
         cls = ctx.model.enclosing_class(qualname)
         if cls is not None and (cls.is_module or cls.owns_loop):
@@ -582,7 +585,6 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
             continue
         if training.opaque_training_call(expanded):
             continue
-        named = bool(_EVAL_FUNCTION.search(fn.name))
         if named and not no_grad and not _after_training_only(ctx, qualname):
             continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
         mode, setter, chain = mode_trace(training, qualname, first, name)
@@ -611,6 +613,14 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
             related=related,
             data={"model": name},
         )
+
+
+def _may_be_entered_under_no_grad(ctx: Context, scope: str) -> bool:
+    """A cheap first test for an unnamed evaluation: the file calls the function, and it runs something
+    under no_grad (its decorator, a block of its own, or a call of it)."""
+    fn = ctx.model.functions[scope]
+    callers = ctx.model.calls_to.get(scope, [])
+    return bool(callers) and (fn.disables_grad or any(e.no_grad for e in fn.events) or any(c.no_grad for c in callers))
 
 
 def _after_training_only(ctx: Context, scope: str, depth: int = 0) -> bool:
