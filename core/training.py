@@ -80,6 +80,7 @@ _NOT_TRAINING_RECEIVERS = frozenset(
     {Kind.SCALER, Kind.SCHEDULER, Kind.LOADER, Kind.SAMPLER, Kind.LOSS_FN, Kind.LOSS, Kind.OUTPUT, Kind.SCALAR, Kind.DETACHED}
 )
 _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
+_SUBSCRIPT = re.compile(r"\[[^\[\]]*\]")
 _OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
 
@@ -109,7 +110,7 @@ def _is_bookkeeping(event: Event) -> bool:
     """`meter.update(...)` on a record keeper: it cannot clear gradients or step."""
     if not event.receiver or tail(event.name or "") != "update":
         return False
-    return bool(_BOOKKEEPING.search(tail(event.receiver)))
+    return bool(_BOOKKEEPING.search(tail(_SUBSCRIPT.sub("", event.receiver))))  # `metric_logger.meters['acc1']`
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,9 @@ class TrainingModel:
             return None
         resolved = self.project.resolve_function(self.model.path, callee)
         if resolved is None:
-            return None
+            # `GaussianDiffusionSampler(model, ...)` from the user's `diffusion.py`: an nn.Module class there builds a model
+            cls = self.project.resolve_class(self.model.path, callee) if tail(callee)[:1].isupper() else None
+            return Kind.MODEL if cls is not None and cls[1].is_module else None
         kind = return_kind(*resolved)  # what the summary's `returns` holds, without composing its callees
         return kind if kind is not Kind.UNKNOWN else None
 
@@ -502,10 +505,29 @@ class TrainingModel:
         if self.model.resolve_function(name, function) or self._is_imported_callable(name):
             return False  # a function of this file or an imported function (`save_fsdp_model(...)`)
         with self.model.external_kinds():  # `net = build_net(cfg)` with build_net in models.py
-            if self.model.kind_of(name, function) is not Kind.MODEL:
+            if self.model.kind_of(name, function) is not Kind.MODEL and not self._model_from_callers(name, function):
                 return False
         if not self.model.assignments(name, function) and _FUNCTION_SPELLING.match(tail(name)):
             return False  # only the spelling says "model", and it reads as a function (`convert_model`)
+        return True
+
+    def _model_from_callers(self, name: str, function: str, depth: int = 0) -> bool:
+        """`name` is a parameter of `function` (never rebound there) for which every call of the file
+        passes a model (`validate(val_loader, model, linear_classifier)` with `linear_classifier =
+        LinearClassifier(...)`): what it holds comes from where it was made, whatever it is called."""
+        fn = self.model.functions.get(function)
+        callers = self.model.calls_to.get(function, [])
+        if fn is None or name not in fn.params or name == "self" or not callers or depth > 2 or self.model.assignments(name, function):
+            return False
+        position = fn.params.index(name) - (1 if fn.owner else 0)
+        for call in callers:
+            if self.model.resolve_function(call.name or "", call.function) != function:
+                return False  # handed on as a callback: its caller's arguments are not these
+            arg = call.keyword(name) or (call.args[position] if 0 <= position < len(call.args) and not any(a.text.startswith("*") for a in call.args[: position + 1]) else None)
+            if arg is None or not arg.base or arg.text != arg.base:
+                return False
+            if self.model.kind_of(arg.base, call.function) is not Kind.MODEL and not self._model_from_callers(arg.base, call.function, depth + 1):
+                return False
         return True
 
     def _is_imported_callable(self, name: str) -> bool:
@@ -705,18 +727,12 @@ class TrainingModel:
         if not self.is_torch_code:
             return ()
         model = self.model
-        updates: dict[str, set[str]] = {}  # update function -> the engine variables it runs in
+        updates = {q: set(engines) for q, engines in self.engine_functions.items()}  # update function -> its engine variables
         handlers: list[tuple[str, str]] = []  # (engine variable, handler)
         for fn in model.functions.values():
             handlers += [(d[: -len(".on")], fn.qualname) for d in fn.decorators if d.endswith(".on")]
             for event in fn.events:
-                if event.kind is EventKind.ASSIGN and event.value is not None and (event.value.callee or "").startswith("ignite.") \
-                        and tail(event.value.callee) == "Engine":
-                    first = event.value.text[event.value.text.find("(") + 1 :].split(",")[0].split(")")[0].strip()
-                    target = model.resolve_function(first, event.function) if first else None
-                    if target:
-                        updates.setdefault(target, set()).update(event.targets)
-                elif event.kind is EventKind.CALL and tail(event.name) == "add_event_handler" and len(event.args) > 1 \
+                if event.kind is EventKind.CALL and tail(event.name) == "add_event_handler" and len(event.args) > 1 \
                         and event.args[1].base and event.receiver:
                     target = model.resolve_function(event.args[1].base, event.function)
                     if target:
@@ -733,6 +749,21 @@ class TrainingModel:
             extra = tuple(e for engine, h in handlers if engine in engines or engine not in known for e in self.expanded(h) if not e.loops)
             found.append((model.functions[qualname], events + extra))
         return tuple(found)
+
+    @cached_property
+    def engine_functions(self) -> dict[str, frozenset[str]]:
+        """The functions of the file an ignite `Engine(fn)` runs once per batch, with the engine
+        variables they run in: a trainer's update function or an evaluator's step."""
+        found: dict[str, set[str]] = {}
+        for fn in self.model.functions.values():
+            for event in fn.events:
+                if event.kind is EventKind.ASSIGN and event.value is not None and (event.value.callee or "").startswith("ignite.") \
+                        and tail(event.value.callee) == "Engine":
+                    first = event.value.text[event.value.text.find("(") + 1 :].split(",")[0].split(")")[0].strip()
+                    target = self.model.resolve_function(first, event.function) if first else None
+                    if target:
+                        found.setdefault(target, set()).update(event.targets)
+        return {q: frozenset(engines) for q, engines in found.items()}
 
     @cached_property
     def backward_loops(self) -> tuple[TrainingLoop, ...]:

@@ -119,3 +119,46 @@ for epoch in range(3):
     assert related_lines(d)["`validate()` starts with `model` in training mode"] == 6
     (tmp_path / "utils.py").write_text((tmp_path / "utils.py").read_text().replace("model.train()", "model.eval()"))
     assert findings(main, "TPF008", str(script)) == []  # imported code leaves it in eval mode: fine
+
+
+def test_evaluation_entered_through_a_helper_is_reported_where_its_eval_belongs() -> None:
+    text = (FIXTURES / "TPF008" / "evaluation_entered_from_training.py").read_text()
+    found = {d.span.start.line: d for d in findings(text, "TPF008")}
+    entry = found[line_of(text, "with torch.no_grad():", line_of(text, "def evaluate_model("))]
+    assert "`evaluate_model()` evaluates `model`" in entry.message
+    related = related_lines(entry)
+    assert related["evaluation loop"] == line_of(text, "for x, y in data_loader:")
+    assert related["called here with the model in training mode"] == line_of(text, "print(evaluate_model(")
+    assert related["training mode set here"] == line_of(text, "model.train()", line_of(text, "for epoch in range(epochs):"))
+    restored = found[line_of(text, "encoded = torch.tensor(prompt)")]
+    assert related_lines(restored)["`model.train()` switches back to training here"] == line_of(text, "model.train()", line_of(text, "def print_sample("))
+    assert related_lines(restored)["the model runs here"] == line_of(text, "token_ids = generate_text(")
+
+
+def test_a_restore_after_the_evaluation_is_silent_once_eval_is_called() -> None:
+    text = """\
+import torch
+import torch.nn as nn
+from generation import generate_text
+
+
+def sample(model, prompt):
+    model.eval()
+    with torch.no_grad():
+        out = generate_text(model, prompt)
+    model.train()
+    return out
+
+
+def train(model, loader, optimizer):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    print(sample(model, [1, 2]))
+"""
+    assert findings(text, "TPF008") == []
+    broken = text.replace("    model.eval()\n", "")
+    [d] = findings(broken, "TPF008")
+    assert d.span.start.line == line_of(broken, "with torch.no_grad():")

@@ -10,6 +10,7 @@ from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import Event, EventKind, Function, ModuleModel, Value
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
+from torch_preflight.rules.training._evaluation import trains
 
 TRAIN, EVAL, UNKNOWN, DEFAULT = "train", "eval", "unknown", "default"
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout|batch_norm|\.training\b|RReLU|AlphaDropout")
@@ -45,39 +46,48 @@ def mode_before(
     launcher calls: a fresh model trains); UNKNOWN when a path leaves the file or is ambiguous.
     `built`: the model's name in `scope` as the caller below passed it on (None when it is not
     a plain name)."""
+    mode, setter, _ = mode_trace(training, scope, index, model_name, depth, built)
+    return mode, setter
+
+
+def mode_trace(
+    training: TrainingModel, scope: str, index: int, model_name: str | None, depth: int = 0, built: str | None = None
+) -> tuple[str, Event | None, tuple[Event, ...]]:
+    """`mode_before`, with the calls its answer came through, innermost first: the last one is
+    in the function that set the mode (or built the model); empty when `scope` decides it."""
     events = training.expanded(scope)
     before = mode_events(events[:index])
     if before:
         if model_name is not None:
             matching = [e for e in before if e.receiver and model_key(e.receiver) == model_key(model_name)]
             if not matching:
-                return UNKNOWN, None
+                return UNKNOWN, None, ()
             before = matching
-        return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1]
+        return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1], ()
     if not scope:
-        return DEFAULT, None
+        return DEFAULT, None, ()
     local = model_name if model_name is not None else built
-    if local is not None and _built_in(scope, events[:index], local):
-        return DEFAULT, None
+    if local is not None and built_in(scope, events[:index], local):
+        return DEFAULT, None, ()
     callers = training.model.calls_to.get(scope, [])
     if not callers or depth > 3:
-        return UNKNOWN, None
+        return UNKNOWN, None, ()
     fn = training.model.functions.get(scope)
-    modes: dict[str, Event | None] = {}
+    modes: dict[str, tuple[Event | None, tuple[Event, ...]]] = {}
     for call in callers:
         caller_events = training.expanded(call.function)
         try:
             position = caller_events.index(call)
         except ValueError:
-            return UNKNOWN, None
-        passed = _argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
-        mode, setter = mode_before(training, call.function, position, None, depth + 1, passed)
-        if modes.get(mode) is None:
-            modes[mode] = setter
-    for mode in (UNKNOWN, TRAIN, DEFAULT):
+            return UNKNOWN, None, ()
+        passed = argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
+        mode, setter, chain = mode_trace(training, call.function, position, None, depth + 1, passed)
+        if modes.get(mode, (None, ()))[0] is None:
+            modes[mode] = (setter, (call, *chain))
+    for mode in (UNKNOWN, TRAIN, DEFAULT, EVAL):
         if mode in modes:
-            return mode, modes[mode]
-    return EVAL, modes[EVAL]
+            return (mode, *modes[mode])
+    return UNKNOWN, None, ()
 
 
 def handed_in(model: ModuleModel, scope: str, name: str) -> bool:
@@ -126,8 +136,11 @@ def unset_from_entry(training: TrainingModel, scope: str, index: int, name: str,
     if not callers:
         return handed_in(training.model, scope, name)
     head = name.partition(".")[0]
+    fn = training.model.functions.get(scope)
     for call in callers:
-        if head == "self":
+        if training.model.resolve_function(call.name or "", call.function) != scope and fn is not None and fn.parent == call.function:
+            pass  # a closure handed to a framework (`Engine(evaluate_step)`): it reads the model from its enclosing function
+        elif head == "self":
             if call.receiver != "self":
                 return False
         elif not any(a.base == head and a.text == head for a in (*call.args, *(v for _, v in call.keywords))):
@@ -166,17 +179,17 @@ def sibling_mode_call(training: TrainingModel, scope: str, name: str, kind: Even
     likely one of them."""
     if _networks_mode_free(training.model):
         return None
-    for event in same_model_calls(training, scope, name, kind):
-        if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or ""):
-            return event
-    return None
+    found = [event for event in same_model_calls(training, scope, name, kind)
+             if event.function != scope and not event.guards and handed_in(training.model, event.function, event.receiver or "")]
+    # the training function's own call first (`train_step()`'s `model.train()`, not an evaluation restoring it)
+    return min(found, key=lambda e: not trains(training, e.function), default=None)
 
 
 # A model rebuilt from saved or other state: its mode is whatever that state had (`from_pretrained` returns it in eval mode).
 _NOT_FRESH = re.compile(r"load|pretrained|copy|restore|checkpoint|\.eval\(|\.train\(", re.I)
 
 
-def _built_in(scope: str, events: list[Event], name: str) -> bool:
+def built_in(scope: str, events: list[Event], name: str) -> bool:
     """`scope` itself builds the model before the point (`model = Net()`, then perhaps
     `model = prepare_model(model)`), not from a checkpoint or a copy: a fresh model, in training mode."""
     assigns = [e for e in events if e.kind is EventKind.ASSIGN and e.function == scope and name in e.targets]
@@ -186,7 +199,7 @@ def _built_in(scope: str, events: list[Event], name: str) -> bool:
     return first is not None and bool(first.calls) and all(e.value is not None and name in e.value.names for e in assigns[1:])
 
 
-def _argument_name(call: Event, params: tuple[str, ...] | list[str], name: str | None, method: bool) -> str | None:
+def argument_name(call: Event, params: tuple[str, ...] | list[str], name: str | None, method: bool) -> str | None:
     """The caller's plain name for the parameter `name` of the function it calls; None otherwise."""
     if name is None or name not in params:
         return None
@@ -356,6 +369,11 @@ def _passes_through(event: Event, name: str, model: ModuleModel) -> bool:
         if call.startswith("torch.nn.") and tail(call) not in ("DistributedDataParallel", "DataParallel"):
             return False  # `nn.Sequential(model, nn.Linear(...))`: more layers
     return True
+
+
+def class_has_mode_layers(model: ModuleModel, qualname: str) -> bool:
+    """The class `qualname` of `model` (or a class it builds or derives from) holds dropout or batch norm."""
+    return _class_has_mode_layers(model, qualname, set())
 
 
 def _class_has_mode_layers(model: ModuleModel, qualname: str, seen: set[str]) -> bool:

@@ -30,6 +30,17 @@ too; the module's forward, its private helpers and methods its own class calls a
 model and stay silent, and so does a method whose call the file cannot resolve
 (`model.module.test(...)`) when such a call runs under `no_grad`.
 
+A helper whose result is a plain number (`total_loss / num_batches` summed from `loss.item()`,
+a container returned as numpy) feeds no backward pass, whoever calls it. When the loop is reached
+through a caller that does not train (`evaluate_model()` calling `calc_loss_loader()` twice, called
+from the training loop), the finding sits at that caller's first call, where `no_grad` must
+start, with the loop, the forward and the function to decorate related. A parameter that every
+call of the file fills with a module runs a model (`validate(loader, model, linear_classifier)`).
+A timing loop that repeats one input counts when its function starts by putting the model in eval
+mode (`model.eval()`, then `for i in range(50): model(images)`). An ignite evaluator step
+(`Engine(test_step)`) that puts its model in eval mode and runs it outside `no_grad` is flagged
+at its `def`, unless it is decorated, its engine runs under `no_grad`, or it asks for gradients.
+
 ## Example
 ```python
 model.eval()
@@ -64,6 +75,8 @@ from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Rel
 from torch_preflight.core.edits import indent_unit, wrap_block
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.rules.base import Context, RuleMeta, report
+from torch_preflight.rules.training._evaluation import returns_no_graph, trains
+from torch_preflight.rules.training._modes import first_statement
 
 META = RuleMeta(
     code="TPF007",
@@ -95,6 +108,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         if own_layers and _called_under_no_grad(ctx, loop):
             continue  # read outside the memo: the calls it looks for may be in any statement of the module
         yield diagnostic
+    yield from _engine_steps(ctx)
 
 
 def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[str], bool]:
@@ -110,16 +124,59 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     containers = _evaluation(ctx, loop, events)
     if containers is None or not training.grad_enabled_at(loop) or _inside_model(ctx, loop, forwards):
         return None, frozenset(), False
-    if _same_input_each_pass(ctx, loop, events, forwards) or all(_parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards):
+    if (_same_input_each_pass(ctx, loop, events, forwards) and not _put_in_eval_mode(ctx, loop, forwards)) or all(
+        _parameterless(ctx, f) or ctx.training.frozen_before(f, loop) for f in forwards
+    ):
         return None, frozenset(), False
-    diagnostic = report(
-        META,
-        loop.header,
-        f"Loop runs `{forwards[0].name or _callee(ctx, forwards[0])}` forward without `torch.no_grad()`; autograd records a graph it never uses",
-        _fix(ctx, loop),
-        related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop)],
-    )
+    runs = forwards[0].name or _callee(ctx, forwards[0])
+    entry, into = _uncovered_entry(ctx, loop.function)
+    if into is None:
+        diagnostic = report(
+            META,
+            loop.header,
+            f"Loop runs `{runs}` forward without `torch.no_grad()`; autograd records a graph it never uses",
+            _fix(ctx, loop),
+            related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop.function)],
+        )
+    else:  # the evaluation starts in a caller: the call there is what `no_grad` must cover
+        site = ctx.model.functions[entry]
+        diagnostic = report(
+            META,
+            into.stmt,
+            f"`{site.name}()` evaluates without `torch.no_grad()`: the loop it reaches runs `{runs}` forward, and autograd records a graph it never uses",
+            _fix(ctx, loop),
+            related=[
+                Related(loop.header, "evaluation loop"),
+                Related(forwards[0].span, "model forward"),
+                Related(site.header, f"or decorate `{site.name}()` with `@torch.no_grad()`"),
+                *_training_callers(ctx, entry),
+            ],
+        )
     return diagnostic, containers, own_layers
+
+
+def _uncovered_entry(ctx: Context, scope: str) -> tuple[str, Event | None]:
+    """Where the evaluation that reaches `scope` with gradients on starts: following the calls of
+    `scope` that run with gradients on while they all come from one function of the file that does
+    not train (`evaluate_model()` calling `calc_loss_loader()` twice), the outermost such function and
+    its first such call. `(scope, None)` when the callers are several, train, or there are none."""
+    model, training = ctx.model, ctx.training
+    entry, into = scope, None
+    for _ in range(4):
+        callers = [c for c in model.calls_to.get(entry, []) if not c.no_grad]
+        functions = {c.function for c in callers}
+        if len(functions) != 1:
+            break
+        caller = next(iter(functions))
+        cls = model.enclosing_class(caller) if caller else None
+        if not caller or caller == entry or trains(training, caller) or training.opaque_training_call(training.expanded(caller)):
+            break
+        if (cls is not None and (cls.is_module or cls.owns_loop)) or model.covered_by_no_grad(caller, disables=training.decorated_no_grad):
+            break
+        if any(_feeds_backward(ctx, c) for c in callers):
+            break
+        entry, into = caller, min(callers, key=lambda c: c.span.start)
+    return entry, into
 
 
 def _own_layers_over_loader(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> list[Event]:
@@ -201,17 +258,19 @@ def _in_no_grad_function(ctx: Context, event: Event) -> bool:
 def _decorator_site(ctx: Context, loop: Loop, forwards: list[Event]) -> list[Related]:
     """The evaluation function to decorate with `@torch.no_grad()`: the loop's own function, or the
     helper of the file that runs the forward once per call of the loop (`acc = evaluate(model, x, y)`)."""
-    names = {loop.function, *(f.via[-1] for f in forwards if f.via)} - {""}
+    helpers = {f.via[-1] for f in forwards if f.via}
+    helpers = {h for h in helpers if not any(trains(ctx.training, c.function) for c in ctx.model.calls_to.get(h, []))}
+    names = {loop.function, *helpers} - {""}
     sites = [ctx.model.functions[q] for q in sorted(names) if q in ctx.model.functions and not ctx.model.functions[q].is_lambda]
     return [Related(fn.header, f"or decorate `{fn.name}()` with `@torch.no_grad()`") for fn in sites if not ctx.model.enclosing_class(fn.qualname) or fn.owner]
 
 
-def _training_callers(ctx: Context, loop: Loop) -> list[Related]:
-    """The calls of the loop's function from inside a training loop: where it runs with gradients on."""
+def _training_callers(ctx: Context, scope: str) -> list[Related]:
+    """The calls of the function from inside a training loop: where it runs with gradients on."""
     training_ids = {t.loop.id for t in ctx.training.training_loops}
     return [
         Related(call.span, "called from the training loop here")
-        for call in ctx.model.calls_to.get(loop.function, [])
+        for call in ctx.model.calls_to.get(scope, [])
         if training_ids & set(call.loops)
     ]
 
@@ -264,6 +323,18 @@ def _same_input_each_pass(ctx: Context, loop: Loop, events: tuple[Event, ...], f
     return True
 
 
+def _put_in_eval_mode(ctx: Context, loop: Loop, forwards: list[Event]) -> bool:
+    """The loop's function starts by putting every model the loop runs in eval mode, unconditionally and
+    outside any loop (`model.eval()`, then `for i in range(50): model(images)` timing inference): the
+    function owns the evaluation and its grad mode, whatever its caller does."""
+    fn = ctx.model.functions.get(loop.function)
+    if fn is None or not loop.function:
+        return False
+    evals = {e.receiver for e in fn.events if e.kind is EventKind.EVAL_MODE and e.receiver and e.span.start < loop.span.start
+             and not e.guards and not e.loops and e.function == loop.function}
+    return all(f.name in evals for f in forwards)
+
+
 def _parameterless(ctx: Context, forward: Event) -> bool:
     """An instance of a class of this file that subclasses nn.Module and defines no `__init__`:
     it has no parameters, so its forward records no graph unless the inputs ask for one."""
@@ -297,16 +368,7 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset
     if loop.runs_once:
         return None  # `for batch in loader: print(model(x).shape); break`: a one-batch peek, no evaluation
     training = ctx.training
-    for event in events:
-        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
-            return None
-        if event.kind is EventKind.CALL and event.receiver and event.name and event.name.rsplit(".", 1)[-1] in _GRAD_USERS:
-            return None
-        if event.name in ("torch.autograd.grad", "torch.enable_grad", "torch.set_grad_enabled"):
-            return None
-        if any(c.name in ("torch.enable_grad", "torch.set_grad_enabled") for c in event.contexts):
-            return None
-    if training.opaque_training_call(events):
+    if _uses_graph(ctx, events):
         return None
     # The function back-propagates after the loop: the outputs are collected on purpose.
     training_ids = {t.loop.id for t in training.training_loops}
@@ -328,11 +390,66 @@ def _evaluates(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> frozenset
     return _stored_containers(ctx, loop, events)
 
 
+def _uses_graph(ctx: Context, events: tuple[Event, ...]) -> bool:
+    """The events train, switch to training mode, ask for gradients (`requires_grad_`, `autograd.grad`,
+    `enable_grad`: an attack, a saliency map), or call unseen code that may train."""
+    for event in events:
+        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.TRAIN_MODE):
+            return True
+        if event.kind is EventKind.CALL and event.receiver and event.name and event.name.rsplit(".", 1)[-1] in _GRAD_USERS:
+            return True
+        if event.name in ("torch.autograd.grad", "torch.enable_grad", "torch.set_grad_enabled"):
+            return True
+        if any(c.name in ("torch.enable_grad", "torch.set_grad_enabled") for c in event.contexts):
+            return True
+    return ctx.training.opaque_training_call(events) is not None
+
+
+def _engine_steps(ctx: Context) -> Iterator[Diagnostic]:
+    """An evaluator's step function handed to an ignite `Engine(test_step)`: the engine runs it once
+    per batch, so a forward in it outside `no_grad` records a graph per batch that nothing uses. Only a
+    step that puts the model in eval mode first (an evaluation by its own say), never trains or asks
+    for gradients, and is not decorated or called under `no_grad`."""
+    training, model = ctx.training, ctx.model
+    for qualname in training.engine_functions:
+        fn = model.functions.get(qualname)
+        if fn is None or fn.is_lambda or _grad_off_around(ctx, qualname):
+            continue
+        engines = training.engine_functions[qualname]
+        if any(e.no_grad and e.receiver in engines for f in model.functions.values() for e in f.events):
+            continue  # `with torch.no_grad(): evaluator.run(loader)`
+        events = training.expanded(qualname)
+        forwards = [e for e in events if training.is_forward(e) and not e.no_grad and not e.loops and not _in_no_grad_function(ctx, e)]
+        evals = {e.receiver for e in events if e.kind is EventKind.EVAL_MODE and e.receiver}
+        if not forwards or not all(f.name in evals for f in forwards) or _uses_graph(ctx, events):
+            continue
+        yield report(
+            META,
+            fn.header,
+            f"`{fn.name}()` runs `{forwards[0].name}` forward once per batch of its engine without `torch.no_grad()`; autograd records a graph it never uses",
+            related=[Related(first_statement(fn), "the evaluation starts here"), Related(forwards[0].span, "model forward")],
+        )
+
+
+def _grad_off_around(ctx: Context, qualname: str) -> bool:
+    """The function, or one it is nested in, is decorated with `@torch.no_grad()` (or the like)."""
+    fn = ctx.model.functions.get(qualname)
+    while fn is not None:
+        if ctx.training.decorated_no_grad(fn):
+            return True
+        fn = ctx.model.functions.get(fn.parent) if fn.parent else None
+    return False
+
+
 def _feeds_backward(ctx: Context, call: Event) -> bool:
     """What `call` returns can reach a backward pass in the calling function: it is
     back-propagated or returned there, or bound to a name that the backward's loss is built
     from (`out = helper(x)`, `loss = criterion(out, y)`, `loss.backward()`). Discarded
-    results and those only logged or printed do not reach one."""
+    results, those only logged or printed, and plain numbers (a helper returning
+    `total_loss / num_batches` summed from `loss.item()`) do not reach one."""
+    targets_of_call = ctx.model.call_targets(call)
+    if targets_of_call and all(returns_no_graph(ctx.training, t) for t in targets_of_call):
+        return False
     events = ctx.training.expanded(call.function)
     here = [e for e in events if e.stmt == call.stmt and e.function == call.function]
     if any(e.kind in (EventKind.BACKWARD, EventKind.RETURN) or e.name == "torch.autograd.grad" for e in here):
@@ -466,6 +583,8 @@ def _private_local(ctx: Context, scope: str, name: str) -> bool:
     for other in ctx.model.functions.values():
         if other.qualname.startswith(scope + ".") and word.search(ctx.source.slice(other.span)):
             return False  # a nested function (a closure) may read it
+    if returns_no_graph(ctx.training, scope):
+        return True  # what it returns is plain (`torch.cat(images).numpy()`): the container leaves with no graph
     for event in fn.events:
         if event.kind is EventKind.RETURN and event.value is not None and name in event.value.names:
             try:

@@ -18,8 +18,26 @@ applied to it (`model_fn(model, x)`, as in ignite's step factories). `model.modu
 the mode of the network behind DataParallel / DistributedDataParallel.
 
 The finding sits on the evaluation loop (or the forward); its related locations name the call that
-left the model in training mode and, when the evaluation function sets no mode itself, its first
-statement: where its `eval()` belongs.
+left the model in training mode, the call that entered the evaluation and, when the evaluation
+function sets no mode itself, its first statement: where its `eval()` belongs. When training code
+enters the evaluation through a function that reaches the loop through helpers
+(`evaluate_model()` calling `calc_loss_loader()`), the finding sits at that function's first
+statement, with the helper's loop related.
+
+Code that training calls after it trained (or in a loop whose pass trains) and that keeps what a
+no_grad forward computes is an evaluation whatever it is called (`visualize_results()` sampling
+a generator at the end of each epoch), unless what it returns is the loss's target; a forward
+whose result is dropped refreshes batch-norm statistics on purpose. A function or a block of the
+training loop that ends with `model.train()` but never called `model.eval()` before its no_grad
+forward (or before handing the model to code the file cannot see under no_grad, a text generator)
+is flagged at its first statement when the model is in training mode there (`if step % N == 0:
+with torch.no_grad(): x_0 = sampler(x_T) ... net_model.train()`).
+
+A frozen backbone of a linear probe (run under no_grad in a training loop whose optimizers own only
+other modules), built fresh and never put in eval mode, is flagged where it is set up (`model.cuda()`)
+when its class is known to hold batch norm or dropout: a torchvision family built with them, or a
+class of the file or the project. A backbone built from a name the file cannot read
+(`torchvision_models.__dict__[args.arch]()`) is left alone.
 
 A train/validation phase loop (`for phase in ["train", "val"]:`) that calls `model.train()`
 only when `phase == "train"`, back-propagates only on that path, and runs the model on every
@@ -78,15 +96,21 @@ from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Rel
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
+from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, trains
 from torch_preflight.rules.training._modes import (
     DEFAULT,
     TRAIN,
     UNKNOWN,
+    argument_name,
+    built_in,
+    class_has_mode_layers,
     first_statement,
     has_mode_layers,
     mode_before,
     mode_events,
+    mode_trace,
     model_key,
     sibling_mode_call,
     unset_from_entry,
@@ -166,11 +190,12 @@ def _handed_in(ctx: Context, event: Event, lambda_only: bool = False) -> bool:
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
+    entries: set[tuple[str, str]] = set()  # (evaluation function, model): one finding where its eval() belongs
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
         uses = _model_uses(ctx, events)
         forwards = [e for e, _ in uses]
-        if not forwards or not _is_evaluation(ctx, loop, events, forwards):
+        if not forwards or not _may_evaluate(ctx, loop, events):
             continue
         name = uses[0][1]
         if not name or name == "self" or any(model_key(n) != model_key(name) for _, n in uses):
@@ -181,14 +206,26 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         first = next((i for i, e in enumerate(expanded) if loop.id in e.loops), None)
         if first is None:
             continue
-        mode, setter = mode_before(training, loop.function, first, name)
+        mode, setter, chain = mode_trace(training, loop.function, first, name)
         # Only an evaluation that also turns gradients off reads as one for sure: a loop with autograd on
         # (a calibration pass handed to `quantize()`, a loss evaluation) may run in whatever mode its caller chose.
         no_grad = not training.grad_enabled_at(loop) or all(f.no_grad for f in forwards)
+        entry, into = evaluation_entry(training, loop.function, chain) if mode == TRAIN else (loop.function, None)
+        if not _is_evaluation(ctx, loop, events, forwards) and not (no_grad and _entered_from_training(ctx, into, forwards)):
+            continue
         sibling = _sibling_training(ctx, loop.function, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, loop.function, ctx.project):
             continue
+        if entry != loop.function and into is not None:  # its eval() belongs in `entry`, not in this helper
+            if (entry, model_key(name)) not in entries:
+                entries.add((entry, model_key(name)))
+                setters = [Related(setter.span, "training mode set here")] if setter is not None else []
+                yield _at_entry(ctx, entry, into, name, [Related(loop.header, "evaluation loop"), Related(forwards[0].span, "model forward"), *setters])
+            continue
         related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
+        if into is not None:
+            related.append(Related(into.span, "called here with the model in training mode"))
+        entries.add((loop.function, model_key(name)))
         yield report(
             META,
             loop.header,
@@ -198,8 +235,257 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             data={"model": name},
         )
     yield from _phase_loops(ctx)
-    yield from _loopless(ctx)
+    yield from _loopless(ctx, entries)
+    yield from _restored(ctx, entries)
+    yield from _frozen_backbones(ctx)
     yield from _after_training(ctx)
+
+
+# torchvision's model families built with batch norm (or dropout): known to behave differently in training mode
+_TORCHVISION_MODE_FAMILIES = re.compile(
+    r"^torchvision\.models\.(resnet|resnext|wide_resnet|densenet|vgg\d+_bn|mobilenet|efficientnet|regnet|inception|googlenet|"
+    r"shufflenet|mnasnet|alexnet|squeezenet|convnext|swin_|maxvit)"  # not vit_*: its dropout defaults to 0
+)
+
+
+def _frozen_backbones(ctx: Context) -> Iterator[Diagnostic]:
+    """A frozen feature extractor run under no_grad in a training loop that steps only other modules
+    (a linear probe: `with torch.no_grad(): feats = model(x)`, then `linear_classifier(feats)` trained),
+    built fresh and never put in eval mode: its batch norm normalises with each batch's statistics and
+    moves its running averages, its dropout drops. Only when the backbone's class is known to hold such
+    layers (a class of the project with batch norm or dropout, a torchvision family built with them).
+    Reported where it is built, where its `eval()` belongs."""
+    training = ctx.training
+    seen: set[tuple[str, str]] = set()
+    for loop in training.training_loops:
+        events = training.iteration(loop.loop)
+        optimizers = {o for o in (training.optimizer_of(e) for e in events if not e.inner) if o}
+        if not optimizers:
+            continue
+        owned: set[str] = set()
+        for optimizer in optimizers:
+            modules = training.owned_modules(optimizer, loop.loop.function)
+            if modules is None:
+                break
+            owned |= {model_key(m) for m in modules}
+        else:
+            for forward in events:
+                if forward.inner or not training.is_forward(forward) or not forward.no_grad:
+                    continue
+                name = training.forward_target(forward) or ""
+                if not name or "." in name:
+                    continue
+                for built_name, built in _built_fresh(ctx, forward, name, owned):
+                    if (built.function, model_key(built_name)) in seen:
+                        continue
+                    seen.add((built.function, model_key(built_name)))
+                    yield report(
+                        META,
+                        built.stmt,
+                        f"`{built_name}` is a frozen feature extractor but never put in eval mode: its forward under no_grad in the "
+                        f"training loop runs in training mode, so batch norm and dropout behave as in training",
+                        related=[Related(forward.span, "frozen forward in the training loop"), Related(loop.loop.header, "training loop")],
+                        data={"model": built_name},
+                    )
+
+
+def _built_fresh(ctx: Context, forward: Event, name: str, owned: set[str]) -> list[tuple[str, Event]]:
+    """Where the model `name` run by `forward` was last set up (built, or moved with `.cuda()` /
+    `.to()`), with its name there, for each way it reaches the forward fresh (nothing on the way sets
+    its mode), when no optimizer stepped in the loop owns it and its class is known to hold
+    mode-dependent layers."""
+    training = ctx.training
+    expanded = training.expanded(forward.function)
+    if forward not in expanded:
+        return []
+    found = []
+    for path in _fresh_paths(training, forward.function, expanded.index(forward), name, 0):
+        site = _setup_site(ctx, forward, [name, *(n for n, _ in path)], [c for _, c in path], owned)
+        if site is not None:
+            found.append(site)
+    return found
+
+
+def _setup_site(ctx: Context, forward: Event, names: list[str], chain: list[Event], owned: set[str]) -> tuple[str, Event] | None:
+    if {model_key(n) for n in names} & owned:
+        return None  # trained after all
+    local, scope = names[-1], (chain[-1].function if chain else forward.function)
+    built = [e for e in ctx.model.assignments(local, scope) if e.function == scope and e.value is not None and len(e.targets) == 1]
+    if not built or not _known_mode_layers(ctx, built, local, scope):
+        return None
+    setup = [e for e in ctx.model.functions[scope].events if e.function == scope and e.kind is EventKind.CALL and e.receiver == local
+             and tail(e.name or "") in ("cuda", "to")]
+    limit = chain[-1].span.start if chain else forward.span.start
+    last = max((e for e in [*built, *setup] if e.span.start < limit), key=lambda e: e.span.start, default=None)
+    return (local, last) if last is not None else None
+
+
+def _fresh_paths(training: TrainingModel, scope: str, index: int, name: str, depth: int) -> list[list[tuple[str, Event]]]:
+    """Each way up from `scope` to a function that builds `name` fresh with no mode call on that model
+    before `expanded(scope)[index]`, as the calls with the model's name in each caller (passed by a
+    plain name). Unlike `mode_trace`, a mode call on another model (`linear_classifier.train()`) says
+    nothing about this one, and each call site stands alone."""
+    events = training.expanded(scope)
+    if any(e.receiver and model_key(e.receiver) == model_key(name) for e in mode_events(events[:index])):
+        return []
+    if built_in(scope, list(events[:index]), name):
+        return [[]]
+    fn = training.model.functions.get(scope)
+    if fn is None or depth > 3:
+        return []
+    paths: list[list[tuple[str, Event]]] = []
+    for call in training.model.calls_to.get(scope, []):
+        passed = argument_name(call, fn.params, name, bool(fn.owner))
+        caller_events = training.expanded(call.function)
+        if passed is not None and call in caller_events:
+            paths += [[(passed, call), *above] for above in _fresh_paths(training, call.function, caller_events.index(call), passed, depth + 1)]
+    return paths
+
+
+def _known_mode_layers(ctx: Context, built: list[Event], name: str, scope: str) -> bool:
+    """Every construction of `name` is known, and one holds batch norm or dropout: a torchvision family
+    built with them, or a class of the file or the project (`has_mode_layers` answers yes for unknown
+    classes; a frozen backbone is reported only when it is known)."""
+    torchvision = [e for e in built if e.value is not None and _TORCHVISION_MODE_FAMILIES.match(e.value.callee or "")]
+    if torchvision:
+        return len(torchvision) == len(built)
+    classes = [e.value.callee for e in built if e.value is not None and e.value.callee]
+    if len(classes) != len(built):
+        return False
+    for callee in classes:
+        resolved = (ctx.model, ctx.model.classes[callee]) if callee in ctx.model.classes else ctx.project.resolve_class(ctx.model.path, callee or "")
+        if resolved is None or not resolved[1].is_module or not class_has_mode_layers(resolved[0], resolved[1].qualname):
+            return False
+    return True
+
+
+def _restored(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnostic]:
+    """An evaluation that ends by switching back with `model.train()` and never switched to eval: in a
+    function that does not train (`generate_and_print_sample()` handing the model to a generator under
+    no_grad, then `model.train()`), or in a block of a training loop after the step (`if step % N == 0:
+    with torch.no_grad(): x_0 = sampler(x_T); ...; net_model.train()`). The `train()` says the code
+    before it meant the model to be in eval mode; what runs there is a no_grad forward whose result is
+    kept, or the model handed to code this file cannot see under no_grad. The model must be in
+    training mode where the region starts."""
+    training = ctx.training
+    for scope, fn in ctx.model.functions.items():
+        cls = ctx.model.enclosing_class(scope) if scope else None
+        if fn.is_lambda or (cls is not None and (cls.is_module or cls.owns_loop)):
+            continue
+        if not any(e.kind is EventKind.TRAIN_MODE and not e.args and e.function == scope for e in fn.events):
+            continue
+        expanded = training.expanded(scope)
+        for position, switch in enumerate(expanded):
+            if switch.kind is not EventKind.TRAIN_MODE or switch.via or not switch.receiver or switch.args:
+                continue
+            if not switch.guards and not switch.loops and trains(training, scope):
+                continue  # a training function's own `train()`: the region before it is not an evaluation
+            found = _evaluation_before(ctx, expanded, position, switch)
+            if found is None:
+                continue
+            start, use = found
+            name = switch.receiver
+            key = (scope if not switch.guards else f"{scope}@{start.stmt.start.line}", model_key(name))
+            if (scope, model_key(name)) in entries or key in entries:
+                continue
+            mode, setter = mode_before(training, scope, expanded.index(start), name)
+            if mode not in (TRAIN, DEFAULT) or not has_mode_layers(ctx.model, name, scope, ctx.project):
+                continue
+            entries.add(key)
+            related = [Related(switch.span, f"`{name}.train()` switches back to training here"), Related(use.span, "the model runs here")]
+            if setter is not None:
+                related.append(Related(setter.span, "training mode set here"))
+            yield report(
+                META,
+                start.stmt,
+                f"Evaluation runs without `{name}.eval()`: `{name}.train()` switches back after it, but {_reason(ctx, mode, None)}, so dropout and batch norm behave as in training",
+                _fix_before(ctx, start.stmt.start.line, name, scope) if start.function == scope else None,
+                related=related,
+                data={"model": name},
+            )
+
+
+def _evaluation_before(ctx: Context, expanded: tuple[Event, ...], position: int, switch: Event) -> tuple[Event, Event] | None:
+    """Walking back from `switch` (a `train()` call) through its block: the first event of the block and
+    the model use in it (a kept no_grad forward, or the model handed to an unseen call under no_grad).
+    None when the walk meets a mode call, a backward pass or a step before any such use, or finds none."""
+    training = ctx.training
+    guards, loops = switch.guards, switch.loops
+    start: Event | None = None
+    use: Event | None = None
+    for event in reversed(expanded[:position]):
+        if event.guards[: len(guards)] != guards or event.loops[: len(loops)] != loops:
+            break  # out of the block
+        if event.kind in (EventKind.TRAIN_MODE, EventKind.EVAL_MODE):
+            return None  # it sets a mode itself (`model.eval()` at the start: nothing missing)
+        if event.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD) or training.optimizer_of(event):
+            break  # the training step before it
+        if not event.via:
+            start = event
+        if event.stmt == event.span or not event.no_grad:
+            continue  # a result dropped (a statistics refresh), or gradients on
+        if training.is_forward(event):
+            use = event
+        elif training.is_opaque(event) and any(a.base == switch.receiver and a.text == a.base for a in (*event.args, *(v for _, v in event.keywords))):
+            use = event
+    if use is None or start is None:
+        return None
+    return start, use
+
+
+def _at_entry(ctx: Context, entry: str, into: Event, name: str, related: list[Related]) -> Diagnostic:
+    """The finding of an evaluation that a training function starts by calling `entry` (which reaches the
+    forward through its callees): at `entry`'s first statement, where its `eval()` belongs."""
+    fn = ctx.model.functions[entry]
+    start = first_statement(fn)
+    local = _name_in(ctx, entry, name)
+    fix = _fix_before(ctx, start.start.line, local, entry) if local else None
+    shown = local or name
+    return report(
+        META,
+        start,
+        f"`{fn.name}()` evaluates `{shown}` without `{shown}.eval()`: the model is still in training mode, so dropout and batch norm behave as in training",
+        fix,
+        related=[*related, Related(into.span, "called here with the model in training mode")],
+        data={"model": shown},
+    )
+
+
+def _name_in(ctx: Context, entry: str, name: str) -> str | None:
+    """The model's name in `entry`: `name` when `entry` reads a parameter or attribute so called
+    (the callees were handed it under the same name), else None."""
+    fn = ctx.model.functions.get(entry)
+    head = name.partition(".")[0]
+    if fn is None or not (head in fn.params or head == "self"):
+        return None
+    return name if any(head in (e.receiver or "", *(a.base or "" for a in e.args), *(v.base or "" for _, v in e.keywords))
+                       for e in fn.events) else None
+
+
+def _entered_from_training(ctx: Context, into: Event | None, forwards: list[Event]) -> bool:
+    """The evaluation is entered by a call from training code, after it trained (or in a loop whose
+    pass trains), it keeps what a forward computes, and the call's result feeds no backward pass: the
+    model comes in training mode from the training step, and what runs is no part of that step. A
+    forward whose result is dropped (`net(x)` alone) runs for its side effects: batch-norm statistics
+    recomputed in training mode on purpose."""
+    if into is None or all(f.stmt == f.span for f in forwards) or not after_training(ctx.training, into):
+        return False
+    return not _result_trained_on(ctx, into)
+
+
+def _result_trained_on(ctx: Context, call: Event) -> bool:
+    """What the call returned is read after it in its function, and a backward pass follows: it may
+    be the loss's target (a teacher's or a momentum encoder's outputs computed under no_grad)."""
+    events = ctx.training.expanded(call.function)
+    targets = {t.partition(".")[0].partition("[")[0] for e in events if e.stmt == call.stmt and e.kind is EventKind.ASSIGN for t in e.targets}
+    if not targets or call not in events:
+        return False
+    position = events.index(call)
+    # after it: the rest of the function, and the part of the pass of its innermost loop before it (the next pass)
+    after = [*events[position + 1 :], *(e for e in events[:position] if call.loops and call.loops[-1] in e.loops)]
+    return any(e.kind is not EventKind.BACKWARD and targets & set(e.value.names if e.value else ()) for e in after) and any(
+        e.kind is EventKind.BACKWARD for e in after
+    )
 
 
 def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
@@ -270,12 +556,15 @@ def _sibling_training(ctx: Context, scope: str, index: int, name: str) -> Event 
     return sibling_mode_call(ctx.training, scope, name, EventKind.TRAIN_MODE)
 
 
-def _loopless(ctx: Context) -> Iterator[Diagnostic]:
+def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnostic]:
     """An evaluation function with no loop: one full-batch forward under `no_grad`
-    (graph networks, small tabular sets), `def test(model, ...): with torch.no_grad(): out = model(x)`."""
+    (graph networks, small tabular sets), `def test(model, ...): with torch.no_grad(): out = model(x)`;
+    named like one, or called from training code after it trained (`visualize_results()` sampling
+    the generator at the end of each epoch). `entries`: evaluation functions already reported."""
     training = ctx.training
     for qualname, fn in ctx.model.functions.items():
-        if fn.is_lambda or not _EVAL_FUNCTION.search(fn.name):
+        named = bool(_EVAL_FUNCTION.search(fn.name))
+        if fn.is_lambda or (not named and not _may_be_entered_under_no_grad(ctx, qualname)):
             continue
         cls = ctx.model.enclosing_class(qualname)
         if cls is not None and (cls.is_module or cls.owns_loop):
@@ -289,17 +578,33 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
             continue
         no_grad = fn.disables_grad or all(f.no_grad for f in forwards) or ctx.model.covered_by_no_grad(qualname)
         expanded = training.expanded(qualname)
-        if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in expanded) or training.opaque_training_call(expanded):
-            continue
-        if not no_grad and not _after_training_only(ctx, qualname):
-            continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
         first = expanded.index(forwards[0])
-        mode, setter = mode_before(training, qualname, first, name)
+        last = max(expanded.index(f) for f in forwards)
+        # a `train()` after the last forward switches back for the training that follows (it restores the mode)
+        if any(e.kind in _NOT_EVAL for e in expanded) or any(e.kind is EventKind.TRAIN_MODE for e in expanded[:last]):
+            continue
+        if training.opaque_training_call(expanded):
+            continue
+        if named and not no_grad and not _after_training_only(ctx, qualname):
+            continue  # with autograd on, an evaluation only when every caller trained before and back-propagates nothing after
+        mode, setter, chain = mode_trace(training, qualname, first, name)
+        entry, into = evaluation_entry(training, qualname, chain) if mode == TRAIN else (qualname, None)
+        if not named and not (no_grad and _entered_from_training(ctx, into, forwards)):
+            continue
         sibling = _sibling_training(ctx, qualname, first, name) if mode == UNKNOWN and no_grad else None
         if (mode not in (TRAIN, DEFAULT) and sibling is None) or not has_mode_layers(ctx.model, name, qualname, ctx.project):
             continue
         anchor = forwards[0].contexts[0].span if forwards[0].contexts else forwards[0].stmt
+        if (entry, model_key(name)) in entries:
+            continue
+        entries.add((entry, model_key(name)))
+        if entry != qualname and into is not None:  # its eval() belongs in `entry`, not in this helper
+            setters = [Related(setter.span, "training mode set here")] if setter is not None else []
+            yield _at_entry(ctx, entry, into, name, [Related(forwards[0].span, "model forward"), *setters])
+            continue
         related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, qualname, first, name, setter or sibling)]
+        if into is not None:
+            related.append(Related(into.span, "called here with the model in training mode"))
         yield report(
             META,
             forwards[0].stmt,
@@ -308,6 +613,14 @@ def _loopless(ctx: Context) -> Iterator[Diagnostic]:
             related=related,
             data={"model": name},
         )
+
+
+def _may_be_entered_under_no_grad(ctx: Context, scope: str) -> bool:
+    """A cheap first test for an unnamed evaluation: the file calls the function, and it runs something
+    under no_grad (its decorator, a block of its own, or a call of it)."""
+    fn = ctx.model.functions[scope]
+    callers = ctx.model.calls_to.get(scope, [])
+    return bool(callers) and (fn.disables_grad or any(e.no_grad for e in fn.events) or any(c.no_grad for c in callers))
 
 
 def _after_training_only(ctx: Context, scope: str, depth: int = 0) -> bool:
@@ -387,15 +700,20 @@ def _fix_before(ctx: Context, line: int, name: str, scope: str) -> Fix | None:
     return Fix(f"Insert `{name}.eval()` before the forward", (edit,), Applicability.UNSAFE)
 
 
-def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards: list[Event]) -> bool:
+def _may_evaluate(ctx: Context, loop: Loop, events: tuple[Event, ...]) -> bool:
+    """No training and no mode change in the loop's pass, and no framework or model class around it."""
     training = ctx.training
     if any(e.kind in _NOT_EVAL or e.kind is EventKind.TRAIN_MODE for e in events):
         return False
     if training.opaque_training_call(events):
         return False
     cls = ctx.model.enclosing_class(loop.function)
-    if cls is not None and (cls.is_module or cls.owns_loop):
-        return False
+    return not (cls is not None and (cls.is_module or cls.owns_loop))
+
+
+def _is_evaluation(ctx: Context, loop: Loop, events: tuple[Event, ...], forwards: list[Event]) -> bool:
+    """Named like one (`evaluate`, `validate`, ...), or a no_grad loop over validation or test data."""
+    training = ctx.training
     fn = ctx.model.functions.get(loop.function)
     named = bool(fn and _EVAL_FUNCTION.search(fn.name))
     runs = [e for e in events if training.is_forward(e)] if training.is_forward(forwards[0]) else forwards
