@@ -22,10 +22,8 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import io
 import itertools
 import re
-import tokenize
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -340,24 +338,47 @@ def _stand_in(code: str) -> str | None:
     return next((header for start, header in _STAND_INS.items() if first.startswith(start)), None)
 
 
+# Comments and string literals as Python's tokenizer reads them, in this order: a comment, a
+# closed triple-quoted string (either quote), a triple quote never closed (`open`: the tokenizer
+# stops there), a string on one line or continued by a backslash, a lone quote (a string never
+# closed on its line: the tokenizer skips the quote).
+_LITERALS = re.compile(
+    r"""#[^\n]*|\"\"\"(?:\\.|[^\\])*?\"\"\"|'\''(?:\\.|[^\\])*?'\''|(?P<open>\"\"\"|'\'')|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|["']""",
+    re.S,
+)
+
+
+def _string_lines(code: str) -> set[int]:
+    """The lines (0-based) that start inside a string literal: the lines after the first of a
+    triple-quoted string or one continued by a backslash, as Python's tokenizer finds them (its
+    `tokenize` module took about 15 ms of a broken keystroke in a large class; this scan about
+    1 ms). Where the tokenizer gives up before the end (a stray backslash or quote on a line
+    of its own) the scan goes on, so it may know more strings, never fewer."""
+    inside: set[int] = set()
+    line, at = 0, 0
+    for match in _LITERALS.finditer(code):
+        if match.group("open") is not None:
+            break  # never closed: the tokenizer stops, the strings before it are known
+        text = match.group()
+        if "\n" in text and text[0] != "#":
+            line += code.count("\n", at, match.start())
+            at = match.start()
+            inside.update(range(line + 1, line + 1 + text.count("\n")))
+    return inside
+
+
 def _member_lines(code: str) -> tuple[str, list[int]] | None:
     """A top-level class's or function's body split by lines, from its text alone (it need not
     parse): the body's indentation and the first line (0-based, in the chunk) of each body
     statement, a decorated one from its first decorator: lines at that indentation that start
     neither a comment, a closing bracket nor a clause of the statement before (`else`, `elif`,
-    `except`, `finally`), outside multi-line strings (Python's tokenizer, which keeps strings
+    `except`, `finally`), outside multi-line strings (`_string_lines`, which keeps strings
     apart even inside an unclosed bracket). None when the chunk is no plain `class Name...:`,
     `def name(...):` or `async def` with a one-line header and an indented body."""
     lines = code.split("\n")
     if _stand_in(code) is None:
         return None
-    inside: set[int] = set()  # lines that start inside a multi-line string
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
-                inside.update(range(token.start[0], token.end[0]))  # 0-based lines after the first
-    except (tokenize.TokenError, SyntaxError, ValueError):
-        pass  # an unclosed bracket ends the tokens at the end: the strings before it are known
+    inside = _string_lines(code)
     indent = next((line[: len(line) - len(line.lstrip())] for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")), "")
     if not indent or indent.strip():
         return None

@@ -871,3 +871,28 @@ def test_a_keystroke_that_keeps_the_file_valid_or_makes_it_valid_again_takes_no_
         full = analyze(doc.text, doc.path, config)
         assert diagnostics(got) == diagnostics(full) and got.syntax_errors == full.syntax_errors
     doc.close()
+
+
+def test_string_lines_are_those_of_pythons_tokenizer() -> None:
+    """`_string_lines` (a scan) finds the lines inside multi-line strings that `tokenize` finds,
+    on every rule fixture and core module, and on texts the tokenizer stops in."""
+    import io
+    import tokenize
+    from pathlib import Path
+
+    def tokenizer(code: str) -> set[int]:
+        inside: set[int] = set()
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(code).readline):
+                if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                    inside.update(range(token.start[0], token.end[0]))
+        except (tokenize.TokenError, SyntaxError, ValueError):
+            pass
+        return inside
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.read_text(encoding="utf-8") for p in sorted([*root.glob("tests/fixtures/*/*.py"), *root.glob("core/*.py")])]
+    texts += ['x = """a\nb\n', "s = 'a\\\nb'\ny = '''\n'''\n", "f(\n'''x\ny''', \"z\n", 'a = "#"\n# """\nb = 1\n']
+    assert len(texts) > 100
+    for code in texts:
+        assert incremental._string_lines(code) == tokenizer(code), code[:200]
