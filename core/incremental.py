@@ -22,9 +22,8 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import io
 import itertools
-import tokenize
+import re
 import warnings
 from collections import deque
 from collections.abc import Callable
@@ -104,6 +103,11 @@ class IncrementalBuilder:
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
         self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
         self._flow_parts: dict[int, tuple[ast.stmt, object]] = {}  # DataFlow index per top-level statement node
+        # The last build in which every statement parsed: its text, its units and their parses
+        # (see `starts_after_edit`), and its pieces, for a statement typed back to that text.
+        self._good_build: tuple[str, list[tuple[Chunk, str, _Parsed]]] | None = None
+        self._good_pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
+        self._hint: dict[tuple[int, str], _Parsed] = {}  # a parse `starts_after_edit` made, for the next build
 
     def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel:
         """`tree`, when given, is `ast.parse` of this very text: its top-level statements are
@@ -116,7 +120,7 @@ class IncrementalBuilder:
         for index, (start, end) in enumerate(chunks):
             code = text[starts[start] : starts[end] if end < len(starts) else len(text)]
             key = (start, code)
-            entry = self._parsed.get(key)
+            entry = self._parsed.get(key) or self._hint.get(key)
             if entry is None and given is not None:
                 entry = _Parsed(given[index], _import_nodes(given[index], code))
             if entry is None:
@@ -132,6 +136,7 @@ class IncrementalBuilder:
             new_parsed[key] = entry
             parsed.append((start, code, entry))
         self._parsed = new_parsed
+        self._hint = {}
         self._by_start = {start: (code, entry) for start, code, entry in parsed}
         self._good = {start: self._good[start] if entry.errors else (code, entry) for start, code, entry in parsed if not entry.errors or start in self._good}
         self.errors = _first_error(p for _, _, p in parsed)
@@ -155,7 +160,7 @@ class IncrementalBuilder:
         ordered_pieces: list[_Piece] = []
         for start, code, p in parsed:
             piece_key = (start, code, imports_key, len(loops))
-            piece = self._pieces.get(piece_key)
+            piece = self._pieces.get(piece_key) or self._good_pieces.get(piece_key)
             if piece is None:
                 piece = _build_piece(p.body, source, imports, len(loops), self._methods, p.unsure)
                 self.rebuilt += 1
@@ -168,6 +173,9 @@ class IncrementalBuilder:
             classes.update({name: replace(cls, is_module=False, owns_loop=False) for name, cls in piece.classes.items()})
             loops.update(piece.loops)
         self._pieces = new_pieces
+        if not self.errors:
+            self._good_pieces = new_pieces
+            self._good_build = (text, [(chunk, code, p) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)])
         self._methods = {k: m for piece in ordered_pieces for k, m in piece.methods.items()}
         self.units = [(chunk, code, p.body) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)]
         self._last = (source, imports, ordered_pieces, path)
@@ -178,6 +186,48 @@ class IncrementalBuilder:
         live = {id(node) for stmt in tree.body for node in (stmt, *(stmt.body if isinstance(stmt, ast.ClassDef) else ()))}  # classes' pieces per body statement
         self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
         return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
+
+    def starts_after_edit(self, source: SourceText) -> list[int] | None:
+        """The first lines of the top-level statements of `source`, without parso, when its text
+        differs from that of the last build in which every statement parsed only inside one of
+        that build's statements, and that statement's new text parses alone (a method of a class
+        re-parsed alone as `_reparse_method` does, else the whole statement): the other
+        statements' first lines (moved by the lines the edit added) and those of the statements
+        the new text holds. Then the whole text parses too, into those statements (each piece
+        parses alone and leaves the tokenizer at a line start outside every bracket, string and
+        block, where the next piece starts at column 0), which are the statements `ast` and
+        parso find. The parse is kept for the next `build`. None otherwise: a statement that
+        does not parse alone may be split otherwise by parso's error recovery, which decides."""
+        if self._good_build is None:
+            return None
+        old_text, units = self._good_build
+        text = source.text.replace("\x00", " ")
+        if text == old_text:
+            return [chunk[0] for chunk, _, _ in units]
+        old, new = old_text.split("\n"), text.split("\n")
+        common = min(len(old), len(new))
+        first = 0
+        while first < common and old[first] == new[first]:
+            first += 1
+        tail = 0
+        while tail < common - first and old[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        index = next((i for i, ((a, b), _, _) in enumerate(units) if a <= first < b), len(units) - 1)
+        (a, b), old_code, old_parsed = units[index]
+        if len(old) - tail > b:
+            return None  # the edit crosses into the next statement
+        end = b + len(new) - len(old)
+        starts = source.line_starts
+        code = text[starts[a] : starts[end] if end < len(starts) else len(text)]
+        entry = _reparse_method(a, old_code, old_parsed, code) or _parse_alone(a, code)
+        if entry is None:
+            return None
+        own = sorted({min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in entry.body})
+        if own == [a] or (index == 0 and len(own) <= 1):  # the new text is one statement's, or the first's
+            self._hint = {(a, code): entry}
+        before = [chunk[0] for chunk, _, _ in units[:index]]
+        after = [chunk[0] + end - b for chunk, _, _ in units[index + 1 :]]
+        return [*before, *own, *after]
 
     def _known_members(self, start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
         """`_known_members` of the last statement asked, kept while someone types in it."""
@@ -244,8 +294,8 @@ def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] |
 
 def _parse_chunk(start: int, code: str, known: dict[tuple[int, str], list[ast.stmt]] | None = None) -> _Parsed:
     """One top-level statement, parsed alone (padded with blank lines so line numbers stay
-    absolute); one that does not parse is repaired alone, its first syntax error kept: a
-    class, one statement of its body at a time when that can be done (`_repair_member`;
+    absolute); one that does not parse is repaired alone, its first syntax error kept: a class
+    or function, one statement of its body at a time when that can be done (`_repair_member`;
     `known` as there)."""
     padded = "\n" * start + code
     try:
@@ -263,23 +313,72 @@ def _parse_chunk(start: int, code: str, known: dict[tuple[int, str], list[ast.st
     return _Parsed(tree.body, _import_nodes(tree.body, code))
 
 
-def _member_lines(code: str) -> tuple[str, list[int]] | None:
-    """A top-level class's body split by lines, from its text alone (it need not parse): the
-    body's indentation and the first line (0-based, in the chunk) of each body statement, a
-    decorated one from its first decorator: lines at that indentation that start neither a
-    comment nor a closing bracket, outside multi-line strings (Python's tokenizer, which keeps
-    strings apart even inside an unclosed bracket). None when the chunk is no plain
-    `class Name...:` with an indented body."""
-    lines = code.split("\n")
-    if not lines[0].startswith("class ") or not lines[0].rstrip().endswith(":"):
-        return None
-    inside: set[int] = set()  # lines that start inside a multi-line string
+def _parse_alone(start: int, code: str) -> _Parsed | None:
+    """One top-level statement's text parsed alone, as `_parse_chunk` does, or None when it does not parse."""
     try:
-        for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
-                inside.update(range(token.start[0], token.end[0]))  # 0-based lines after the first
-    except (tokenize.TokenError, SyntaxError, ValueError):
-        pass  # an unclosed bracket ends the tokens at the end: the strings before it are known
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse("\n" * start + code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _Parsed(tree.body, _import_nodes(tree.body, code))
+
+
+_BLOCKS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # statements `_repair_member` repairs by body statement
+_STAND_INS = {"class ": "class _:", "def ": "def _():", "async def ": "async def _():"}  # by the header's start
+_CLAUSE = re.compile(r"(?:else|elif|except|finally)\b")  # continues the compound statement before it
+
+
+def _stand_in(code: str) -> str | None:
+    """The stand-in header under which the body statements of a top-level class or function
+    (`code`, with a one-line header) parse alone, or None for any other statement."""
+    first = code.split("\n", 1)[0]
+    if not first.rstrip().endswith(":"):
+        return None
+    return next((header for start, header in _STAND_INS.items() if first.startswith(start)), None)
+
+
+# Comments and string literals as Python's tokenizer reads them, in this order: a comment, a
+# closed triple-quoted string (either quote), a triple quote never closed (`open`: the tokenizer
+# stops there), a string on one line or continued by a backslash, a lone quote (a string never
+# closed on its line: the tokenizer skips the quote).
+_LITERALS = re.compile(
+    r"""#[^\n]*|\"\"\"(?:\\.|[^\\])*?\"\"\"|'\''(?:\\.|[^\\])*?'\''|(?P<open>\"\"\"|'\'')|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|["']""",
+    re.S,
+)
+
+
+def _string_lines(code: str) -> set[int]:
+    """The lines (0-based) that start inside a string literal: the lines after the first of a
+    triple-quoted string or one continued by a backslash, as Python's tokenizer finds them (its
+    `tokenize` module took about 15 ms of a broken keystroke in a large class; this scan about
+    1 ms). Where the tokenizer gives up before the end (a stray backslash or quote on a line
+    of its own) the scan goes on, so it may know more strings, never fewer."""
+    inside: set[int] = set()
+    line, at = 0, 0
+    for match in _LITERALS.finditer(code):
+        if match.group("open") is not None:
+            break  # never closed: the tokenizer stops, the strings before it are known
+        text = match.group()
+        if "\n" in text and text[0] != "#":
+            line += code.count("\n", at, match.start())
+            at = match.start()
+            inside.update(range(line + 1, line + 1 + text.count("\n")))
+    return inside
+
+
+def _member_lines(code: str) -> tuple[str, list[int]] | None:
+    """A top-level class's or function's body split by lines, from its text alone (it need not
+    parse): the body's indentation and the first line (0-based, in the chunk) of each body
+    statement, a decorated one from its first decorator: lines at that indentation that start
+    neither a comment, a closing bracket nor a clause of the statement before (`else`, `elif`,
+    `except`, `finally`), outside multi-line strings (`_string_lines`, which keeps strings
+    apart even inside an unclosed bracket). None when the chunk is no plain `class Name...:`,
+    `def name(...):` or `async def` with a one-line header and an indented body."""
+    lines = code.split("\n")
+    if _stand_in(code) is None:
+        return None
+    inside = _string_lines(code)
     indent = next((line[: len(line) - len(line.lstrip())] for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")), "")
     if not indent or indent.strip():
         return None
@@ -287,6 +386,8 @@ def _member_lines(code: str) -> tuple[str, list[int]] | None:
     decorated = False
     for i, line in enumerate(lines[1:], 1):
         if i in inside or not line.startswith(indent) or line[len(indent) : len(indent) + 1] in ("", " ", "\t", "#", ")", "]", "}"):
+            continue
+        if _CLAUSE.match(line, len(indent)):
             continue
         if not decorated:
             starts.append(i)
@@ -299,7 +400,7 @@ def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, s
     chunk, text) of the `_member_lines` split of its text, where that split holds whole
     statements (each the nodes whose first line falls in it, ending in it)."""
     code, old = before
-    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], _BLOCKS) or old.body[0].col_offset:
         return None
     split = _member_lines(code)
     if split is None:
@@ -321,16 +422,18 @@ def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, s
 
 
 def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.stmt]] | None = None) -> _Parsed | None:
-    """A top-level class that does not parse, repaired one body statement at a time: each
-    statement of its body (`_member_lines`) is parsed alone inside a stand-in `class _:` header
-    (padded so line numbers stay absolute), and when exactly one does not parse, it alone is
-    repaired by `core.parse`; the others are what a parse of the class gives them. None
-    otherwise (the caller repairs the whole statement). A statement whose repair gives nothing is
-    left out, its lines counted as repaired, rather than repairing the whole class (the repair
-    of a large class can take a second). `known`: parses of body statements by
-    (first line in the chunk, text), which the language server takes from the last version."""
+    """A top-level class or function that does not parse, repaired one body statement at a
+    time: each statement of its body (`_member_lines`) is parsed alone inside a stand-in header
+    (`class _:`, `def _():`, `async def _():`; padded so line numbers stay absolute), and when
+    exactly one does not parse, it alone is repaired by `core.parse`; the others are what a
+    parse of the class or function gives them. None otherwise (the caller repairs the whole
+    statement). A statement whose repair gives nothing is left out, its lines counted as
+    repaired, rather than repairing the whole class (the repair of a large class or function
+    can take a second). `known`: parses of body statements by (first line in the chunk, text),
+    which the language server takes from the last version."""
     split = _member_lines(code)
-    if split is None:
+    stand_in = _stand_in(code)
+    if split is None or stand_in is None:
         return None
     _, starts = split
     lines = code.split("\n")
@@ -342,8 +445,9 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
             head = ast.parse(header).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    if len(head) != 1 or not isinstance(head[0], ast.ClassDef):
+    if len(head) != 1 or not isinstance(head[0], _BLOCKS):
         return None
+    kind = type(head[0])
     body: list[ast.stmt] = []
     broken: ParseResult | None = None
     dropped: frozenset[int] = frozenset()
@@ -353,7 +457,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
         text = "\n".join(lines[a:b])
         nodes = known.get((a, text)) if known is not None else None
         if nodes is None:
-            padded = "\n" * (start + a - 1) + "class _:\n" + text + "\n"
+            padded = "\n" * (start + a - 1) + stand_in + "\n" + text + "\n"
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -366,7 +470,7 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
                 if not wrapper:  # the repair gave nothing: the statement is dropped, its lines repaired
                     dropped = frozenset(range(start + a, start + b))
                     continue
-            if len(wrapper) != 1 or not isinstance(wrapper[0], ast.ClassDef):
+            if len(wrapper) != 1 or type(wrapper[0]) is not kind:
                 return None
             nodes = wrapper[0].body
             if broken is not None and broken.tree.body is wrapper:  # this statement's repair

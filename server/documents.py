@@ -165,12 +165,18 @@ class Document:
                 except Exception:
                     log.exception("parso failed for %s", self.uri)
 
-    def _statements(self, text: str) -> tuple[list[int], ast.Module | None]:
-        """First lines of the top-level statements: from parso's diff parser once the document
-        is primed; before that, from `ast` when the text parses (the same boundaries), with the
-        tree, which the builder then splits instead of parsing each statement again. A NUL
-        reads as a space, as in `parse_statements` (parso splits statements otherwise at one)."""
-        text = text.replace("\x00", " ")
+    def _statements(self, source: SourceText) -> tuple[list[int], ast.Module | None]:
+        """First lines of the top-level statements: without a parser when the edit since the
+        last version that parsed stays inside one statement that still parses alone
+        (`IncrementalBuilder.starts_after_edit`: a keystroke that keeps the file valid, or
+        that makes it valid again); else from parso's diff parser once the document is primed;
+        before that, from `ast` when the text parses (the same boundaries), with the tree,
+        which the builder then splits instead of parsing each statement again. A NUL reads as
+        a space, as in `parse_statements` (parso splits statements otherwise at one)."""
+        known = self.builder.starts_after_edit(source)
+        if known is not None:
+            return known, None
+        text = source.text.replace("\x00", " ")
         if not self.primed:
             try:
                 with warnings.catch_warnings():
@@ -238,7 +244,7 @@ class Document:
             self.full_analyses += 1
             return analyze(text, self.path, config, project=self.project)
         try:
-            starts, tree = self._statements(text)
+            starts, tree = self._statements(source)
             model = self.builder.build(source, chunk_lines(source, starts), self.path, tree)
         except Exception:  # parso is best effort: the full path below is always right
             log.exception("incremental parse failed for %s", self.uri)

@@ -25,6 +25,7 @@ from torch_preflight import __version__
 from torch_preflight.analyze import Result
 
 from . import convert
+from .collector import Collector
 from .documents import Document, Stale, uri_to_path
 from .notebooks import NOTEBOOK_SYNC, Notebooks
 from .settings import SETTINGS_SECTION, Settings, parse_settings
@@ -58,6 +59,8 @@ class PreflightServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-preflight-analysis")
         self.settling: set[asyncio.Future[None]] = set()  # `settle` after a pulled report
         self.pull = False
+        self.collector = Collector()  # automatic collection paused during analyses; sweeps when idle
+        self._sweep_timer: asyncio.TimerHandle | None = None
         self.estimator: Callable[..., list[MemoryReport]] | None = estimate_source  # tests swap in a fake
         self.project = Project()  # the user's other modules, shared by all documents; open buffers override the disk
         self.folder_settings: dict[str, Settings] = {}  # workspace folder path -> its settings (multi-root)
@@ -145,7 +148,7 @@ class PreflightServer(LanguageServer):
     ) -> list[types.Diagnostic]:
         """The protocol items of the document's analysis. `early`: called on this thread with the
         items of the interim result (`Document.analysis`), before the whole-module rules run."""
-        with doc.busy:  # `doc.converted` is this document's too
+        with doc.busy, self.collector.analysis():  # `doc.converted` is this document's too
             interim = (lambda result: early(self._items(doc, result, keep=False))) if early is not None else None
             return self._items(doc, doc.analysis(self.config_for(doc), stale, interim), keep=True)
 
@@ -203,6 +206,7 @@ class PreflightServer(LanguageServer):
         if items is not None and not stale():
             publish(items)  # after the interim one, if any: `call_soon_threadsafe` ran it before this task resumed
             await self.settle(doc)
+        self.sweep_when_idle()
 
     def _diagnostics_unless_stale(
         self, doc: Document, stale: Callable[[], bool], early: Callable[[list[types.Diagnostic]], None] | None = None
@@ -213,6 +217,23 @@ class PreflightServer(LanguageServer):
             return self.lsp_diagnostics(doc, stale, early)
         except Stale:
             return None
+
+    def sweep_when_idle(self) -> None:
+        """A sweep of the collector (`Collector.sweep`) once no analysis has run or waited for
+        `Collector.IDLE_S` seconds, on the worker (never beside an analysis)."""
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+        self._sweep_timer = asyncio.get_running_loop().call_later(Collector.IDLE_S, self._sweep_if_idle)
+
+    def _sweep_if_idle(self) -> None:
+        self._sweep_timer = None
+        if self.pending:
+            self.sweep_when_idle()
+            return
+        try:
+            self.executor.submit(self.collector.sweep)
+        except RuntimeError:  # shut down
+            pass
 
     async def settle(self, doc: Document) -> None:
         """After a document's first diagnostics: give parso the text for the diff parser (on
@@ -427,7 +448,7 @@ def create_server() -> PreflightServer:
         if doc is not None:
             doc.close()
             ls.buffer_changed(doc, None)
-            gc.unfreeze()  # what settle froze becomes collectable again (the closed document's caches)
+            ls.sweep_when_idle()  # the closed document's caches, frozen, become collectable again
         if not ls.pull:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 

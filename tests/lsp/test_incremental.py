@@ -327,6 +327,39 @@ def test_a_class_split_that_is_not_its_statements_is_repaired_whole() -> None:
     assert parsed.errors and isinstance(parsed.tree.body[0], ast.ClassDef)
 
 
+FUNCTION = """def main(args):
+    model = build(args)
+    if args.train:
+        loader = make(args.data,
+                      batch_size=args.batch_size)
+    else:
+        loader = None
+    try:
+        run(model, loader)
+    except KeyboardInterrupt:
+        pass
+    return model
+"""
+
+
+def test_a_syntax_error_in_one_statement_of_a_function_repairs_that_statement_only() -> None:
+    """A top-level function is repaired one body statement at a time, as a class is; a clause
+    (`else`, `except`) belongs to the statement before it."""
+    assert _member_lines(FUNCTION) == ("    ", [1, 2, 7, 11])
+    broken = FUNCTION.replace("args.data,", "args.data,(")
+    parsed = _repair_member(3, broken)
+    assert parsed is not None and parsed.errors and parsed.errors[0].position.line == 3 + 3
+    (fn,) = parsed.body
+    clean = ast.parse("\n" * 3 + FUNCTION).body[0]
+    assert isinstance(fn, ast.FunctionDef) and fn.name == "main" and len(fn.body) == 4
+    repaired_if = 3 + 2 + 1  # 1-based: the `if` holding the broken line
+    for got, want in zip(fn.body, clean.body, strict=True):  # the intact statements, at their lines
+        if got.lineno != repaired_if:
+            assert ast.dump(got, include_attributes=True) == ast.dump(want, include_attributes=True)
+    assert fn.end_lineno == clean.end_lineno
+    assert ast.dump(parse_statements(SourceText("\n" * 3 + broken)).tree) == ast.dump(ast.Module(body=[fn], type_ignores=[]))
+
+
 def test_a_method_whose_repair_gives_nothing_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """The repair of a large class can take a second: a body statement whose own repair gives
     no tree is dropped (its lines counted as repaired) instead of repairing the whole class."""
@@ -770,3 +803,96 @@ def test_a_no_grad_removed_around_an_unresolved_method_call_rechecks_the_method(
     got, full = doc.analysis(config), analyze(expected, doc.path, config)
     assert diagnostics(got) == diagnostics(full)
     assert sum(d.code == "TPF007" for d in full.diagnostics) == 3  # the third is the method's loop
+
+
+def ast_starts(text: str) -> list[int] | None:
+    try:
+        tree = ast.parse(text.replace("\x00", " "))
+    except (SyntaxError, ValueError):
+        return None
+    return [min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in tree.body]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(edit, min_size=1, max_size=10))
+@example([(0.62, 0.62, "\nx = 1\n")])  # a statement added inside another's lines: two statements now
+@example([(0.43, 0.43, "# ")])  # a statement commented out: its lines join the statement before
+@example([(0.5, 0.5, "(")])  # broken, then typed back below
+def test_statements_found_without_a_parser_are_those_of_ast(edits: list[tuple[float, float, str]]) -> None:
+    """Whenever `starts_after_edit` answers, the text parses and its statements start where `ast`'s
+    do; after a statement is typed back to its last text that parsed, it answers."""
+    builder = IncrementalBuilder()
+    text = BASE
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    valid = text
+    for a, b, new in edits:
+        start, end = sorted((int(a * len(text)), int(b * len(text))))
+        text = text[:start] + new + text[start + min(end - start, 40) :]
+        source = SourceText(text)
+        known = builder.starts_after_edit(source)
+        expected = ast_starts(text)
+        if known is not None:
+            assert expected is not None
+            assert chunk_lines(source, known) == chunk_lines(source, expected)
+        starts = expected if expected is not None else parse_statements_starts(text)
+        builder.build(source, chunk_lines(source, starts), "t.py")
+        valid = text if expected is not None else valid
+    if valid == BASE:  # the last text that parsed, typed back
+        source = SourceText(BASE)
+        assert chunk_lines(source, builder.starts_after_edit(source) or []) == chunk_lines(source, ast_starts(BASE) or [])
+
+
+def parse_statements_starts(text: str) -> list[int]:
+    import parso
+
+    return statement_starts(parso.load_grammar().parse(text.replace("\x00", " "), error_recovery=True, cache=False))
+
+
+def test_a_keystroke_that_keeps_the_file_valid_or_makes_it_valid_again_takes_no_parso(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = Document("file:///tmp/noparso/train.py", BASE, 0)
+    config = Config()
+    doc.analysis(config)
+    doc.prime()
+    calls: list[str] = []
+    grammar = incremental.parso_grammar()
+    real = grammar.parse
+    monkeypatch.setattr(grammar, "parse", lambda *a, **k: calls.append("parso") or real(*a, **k))
+    lines = BASE.splitlines()
+    digit = (lines.index("        self.fc = nn.Linear(4, 2)"), len("        self.fc = nn.Linear(4, 2"))
+    end = (lines.index("        optimizer.step()"), len("        optimizer.step()"))
+    steps = [("1", 0, "valid", digit), ("", 1, "valid", digit), ("(", 0, "broken", end), ("", 1, "typed back", end)]
+    for version, (typed, deleted, what, (line, col)) in enumerate(steps, start=1):
+        rng = types.Range(start=types.Position(line, col), end=types.Position(line, col + deleted))
+        doc.update([types.TextDocumentContentChangePartial(range=rng, text=typed)], version, convert.UTF16)
+        calls.clear()
+        got = doc.analysis(config)
+        assert calls == (["parso"] if what == "broken" else []), what
+        full = analyze(doc.text, doc.path, config)
+        assert diagnostics(got) == diagnostics(full) and got.syntax_errors == full.syntax_errors
+    doc.close()
+
+
+def test_string_lines_are_those_of_pythons_tokenizer() -> None:
+    """`_string_lines` (a scan) finds the lines inside multi-line strings that `tokenize` finds,
+    on every rule fixture and core module, and on texts the tokenizer stops in."""
+    import io
+    import tokenize
+    from pathlib import Path
+
+    def tokenizer(code: str) -> set[int]:
+        inside: set[int] = set()
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(code).readline):
+                if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                    inside.update(range(token.start[0], token.end[0]))
+        except (tokenize.TokenError, SyntaxError, ValueError):
+            pass
+        return inside
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [p.read_text(encoding="utf-8") for p in sorted([*root.glob("tests/fixtures/*/*.py"), *root.glob("core/*.py")])]
+    texts += ['x = """a\nb\n', "s = 'a\\\nb'\ny = '''\n'''\n", "f(\n'''x\ny''', \"z\n", 'a = "#"\n# """\nb = 1\n']
+    assert len(texts) > 100
+    for code in texts:
+        assert incremental._string_lines(code) == tokenizer(code), code[:200]
