@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from torch_preflight.core.dataflow import DataFlow, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Function, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
 
@@ -294,10 +294,15 @@ def _distributed_sampler_evidence(ctx: Context) -> _Evidence | None:
                     return _Evidence(event.span, event.function)
     for tloop in ctx.training.training_loops:
         fn = model.functions.get(tloop.loop.function)
-        sampler = next((p for p in fn.params if p == "sampler" or p.endswith("_sampler")), None) if fn is not None else None
+        sampler = next((p for p in fn.params if (p == "sampler" or p.endswith("_sampler")) and not _called(fn, p)), None) if fn is not None else None
         if fn is not None and sampler is not None:
             return _Evidence(fn.header, fn.qualname, parameter=True, name=sampler)
     return None
+
+
+def _called(fn: Function, name: str) -> bool:
+    """`name(...)` runs in the function: a diffusion sampler or a sampling function, no DistributedSampler."""
+    return any(e.kind is EventKind.CALL and e.name == name and not e.receiver for e in fn.events)
 
 
 def _reads(ctx: Context, name: str, function: str) -> list[Span]:
