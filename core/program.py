@@ -28,6 +28,7 @@ training model's events of calls into other modules) across processes: the CLI's
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field
@@ -376,6 +377,35 @@ def return_kind(model: ModuleModel, qualname: str) -> Kind:
     result = kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
     memo[key] = result
     return result
+
+
+def returned_elements(model: ModuleModel, qualname: str) -> tuple[str | None, ...] | None:
+    """The local name each position of a function's result holds, when every `return` agrees on
+    the shape: `return train_set, val_set, train_loader` gives its three names (None where an
+    element is no plain name), `return loader` one. None when the returns differ in length, give
+    no tuple or name, or the tree is not kept. With `kind_of` in the callee's model, the caller's
+    `a, b, loader = build(cfg)` learns what each target holds."""
+    fn = model.functions.get(qualname)
+    if fn is None or model.tree is None or fn.is_lambda:
+        return None
+    node = next(
+        (n for n in ast.walk(model.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno == fn.header.start.line + 1
+         and n.name == fn.name),
+        None,
+    )
+    if node is None:
+        return None
+    shapes: set[tuple[str | None, ...]] = set()
+    pending: list[ast.AST] = list(node.body)
+    while pending:
+        child = pending.pop()
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(child, ast.Return) and child.value is not None:
+            items = child.value.elts if isinstance(child.value, ast.Tuple) else [child.value]
+            shapes.add(tuple(i.id if isinstance(i, ast.Name) else None for i in items))
+        pending.extend(ast.iter_child_nodes(child))
+    return shapes.pop() if len(shapes) == 1 else None
 
 
 def _binding(call: Any, params: tuple[str, ...], method: bool) -> dict[str, str]:
