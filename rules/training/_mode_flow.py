@@ -51,11 +51,10 @@ class Names:
         if index in self._calls:
             return self._calls[index]
         via = self.events[index].via
+        local = next((level for level, q in enumerate(via) if q not in self.model.functions), len(via))
         found: list[Event] = []
         position = index
-        for level in range(len(via)):
-            if via[level] not in self.model.functions:
-                break
+        for level in range(local - 1, -1, -1):  # the innermost call first: each is found before the one below
             call = next(
                 (
                     (k, e) for k in range(position - 1, -1, -1)
@@ -69,7 +68,7 @@ class Names:
                 return None
             position = call[0]
             found.append(call[1])
-        self._calls[index] = tuple(found)
+        self._calls[index] = tuple(reversed(found))
         return self._calls[index]
 
     def outer(self, index: int, name: str | None) -> str | None:

@@ -8,20 +8,26 @@ epoch loop, when nothing in the file calls `set_epoch()`.
 order on every rank. Training still converges, but worse than with real shuffling, and
 nothing warns.
 
-Samplers created with `shuffle=False` (validation) and loaders that are iterated once are not
-flagged. A `set_epoch` counts for the loader the epoch loop iterates when it reaches that
-loader's sampler: called on the sampler, on the loader (`train_loader.sampler.set_epoch(epoch)`,
-`loader.batch_sampler.sampler`), inside a helper of the file or of another project module
-(often `train_one_epoch`), or on something the file does not tie to another loader. A call on
-another loader's sampler (`val_loader.sampler.set_epoch(epoch)`) does not count for the
-training loader. Ray Train's
-`prepare_data_loader` counts as a shuffling DistributedSampler only for a loader built with
-`shuffle=True` (it gives the others a non-shuffling one).
+Samplers created with `shuffle=False` (validation), loaders that are iterated once, loaders
+built anew on every pass and loaders re-bound by `accelerator.prepare` (which sets the epoch
+itself) are not flagged. A `set_epoch` counts for the loader the epoch loop iterates when it
+reaches that loader's sampler: called on the sampler, on the loader
+(`train_loader.sampler.set_epoch(epoch)`, `loader.batch_sampler.sampler`), inside a helper of
+the file or of another project module (often `train_one_epoch`), or on something the file does
+not tie to another loader. A call on another loader's sampler (`val_loader.sampler.set_epoch(epoch)`)
+does not count for the training loader. Ray Train's `prepare_data_loader` counts as a shuffling
+DistributedSampler only for a loader built with `shuffle=True` (it gives the others a
+non-shuffling one).
 
-The finding is placed where the call belongs: the epoch loop, the loop over the loader of a
-per-epoch function of the file the loader is handed to (`train_epoch(..., train_loader,
-epoch)`, with the epoch loop as a related location), or the signature of a per-epoch
-function that receives the sampler as a parameter.
+A loader built in another module of the project counts by what that module's function returns:
+`dataset_train, dataset_val, data_loader_train, data_loader_val, mixup_fn = build_loader(config)`
+where `build_loader` builds `DataLoader(dataset_train, sampler=DistributedSampler(..., shuffle=True))`
+and returns it at that position.
+
+The finding is placed where the call belongs: the epoch loop's first use of the loader (the loop
+over it, or the call that hands it to a per-epoch function, whose loop over it is related), with
+the loader's construction and the epoch loop as related locations; or the signature of a
+per-epoch function that receives the sampler as a parameter.
 
 ## Example
 ```python
@@ -133,9 +139,11 @@ def _distributed_loaders(model: ModuleModel) -> tuple[dict[str, Event], dict[str
     for fn in model.functions.values():
         calls = [e for e in fn.events if e.kind is EventKind.CALL]
         for event in fn.events:
-            if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None or not event.value.callee:
+            if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None:
                 continue
-            if _is_distributed_sampler(event.value.callee) and not _no_shuffle(event):
+            # `DistributedSampler(ds)`, or `DistributedSampler(ds) if args.distributed else None`
+            built = [event.value.callee] if event.value.callee else [c for c in event.value.calls if not event.value.methods]
+            if any(_is_distributed_sampler(c) for c in built) and not _no_shuffle(event):
                 samplers[event.targets[0]] = event
         for event in fn.events:
             if event.kind is not EventKind.ASSIGN or event.value is None:
@@ -333,6 +341,10 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
             anchor, related = evidence.span, [*uses[:2], Related(loop.header, "loop over the loader")]
         else:
             anchor, related = loop.header, [Related(evidence.span, "DistributedSampler")]
+            call = next((c for c in ctx.model.calls_to.get(loop.function, []) if c.loops and c.loops[-1] in ctx.model.loops), None)
+            if call is not None:  # the per-epoch function's call in the epoch loop: where the epoch is at hand
+                epoch_loop = ctx.model.loops[call.loops[-1]]
+                anchor, related = call.stmt, [Related(loop.header, "loop over the loader"), *related, Related(epoch_loop.header, "epoch loop")]
         yield report(META, anchor, message, related=related, data={"loader": loop.iter.text})
         return
 

@@ -7,6 +7,22 @@ trains in its own body, else the batch loop nested in it or in the training func
 (`train_iter()`); the `eval()` call, the epoch loop and the start of the called training
 function (where its `train()` belongs) are related locations.
 
+An `eval()` later in the pass that nothing undoes before the next one is found the same way
+where the pass does switch modes elsewhere: walking back from the training forward through its
+own pass, then round each enclosing loop's back edge, the first mode call met on that model is
+an `eval()` (a GAN's sampling block `if step % 100 == 0: G.eval(); save_image(G(z))`, an accuracy
+pass after the batch loop while a loss evaluation inside it switches back itself, a validation
+helper that leaves the model in eval mode). That finding sits where `train()` belongs: the top of
+the loop's pass (the loop nested in it, or the start of the training function it calls), with
+the `eval()`, the end of its block, the call that runs it and the loop related. An evaluation
+followed by `break`, `return` or `raise` ends the run and is not flagged.
+
+Which module is trained comes from what each optimizer stepped in the loop owns
+(`SGD(linear_classifier.parameters())`): an `eval()` on a module no optimizer owns (a frozen
+backbone under a trained linear head) is legitimate. A module that no visible forward runs but
+an optimizer of the pass owns (`trainer = DiffusionTrainer(net_model)`; `loss = trainer(x)`) is
+walked back from the backward before that optimizer's step.
+
 Training reached only from other modules (the model a parameter, or an attribute of a trainer
 object) that sets no mode on its way is flagged when an evaluation function of the same file,
 handed the same model the same way (another function taking it as a parameter, another method of
@@ -99,7 +115,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             receiver = _as_passed(ctx, evaluation, events) or evaluation.receiver or ""
             if not _trained(ctx, receiver, events) and not _trained(ctx, evaluation.receiver or "", events):
                 continue
-            if model_key(receiver) not in (_owned(ctx, events) or {model_key(receiver)}):
+            owned = _owned(ctx, events)
+            if owned is not None and model_key(_outer_name(ctx, loop, evaluation) or receiver) not in owned:
                 continue  # no optimizer of the loop owns it: a frozen module kept in eval mode on purpose
             if evaluation.function == loop.function and leaves_after(ctx.model, evaluation.stmt, inside=False):
                 continue  # the evaluation ends the run (`model.eval(); test(); break`): no pass trains after it
@@ -221,6 +238,13 @@ def _owned_or_trained(ctx: Context, found: LoopEval, events: tuple[Event, ...]) 
     if owned is None:
         return _trained(ctx, found.name, run) or _trained(ctx, found.forward.name or "", run)
     return model_key(found.name) in owned
+
+
+def _outer_name(ctx: Context, loop: Loop, event: Event) -> str | None:
+    """The receiver of an event of `loop`'s iteration in the names of the loop's function."""
+    expanded = ctx.training.expanded(loop.function)
+    index = next((i for i, e in enumerate(expanded) if e.span == event.span and e.via == event.via and e.loops == event.loops), None)
+    return Names(ctx.model, expanded).outer(index, event.receiver) if index is not None else None
 
 
 def _owned(ctx: Context, events: tuple[Event, ...]) -> set[str] | None:
