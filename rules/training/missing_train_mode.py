@@ -78,7 +78,7 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
 from torch_preflight.rules.training._mode_flow import LoopEval, Names, leaves_after, loop_evals
@@ -268,7 +268,7 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
     loop = model.loops.get(found.loop)
     chain = [found.scope, *found.forward.via]
     related = [Related(found.evaluation.span, "switches to eval mode")]
-    end = _block_end(events, found.evaluation)
+    end = _block_end(model, events, found.evaluation)
     if end is not None:
         related.append(Related(end, f"the block ends without `{found.name}.train()`"))
     evaluation_calls = Names(model, events).chain(events.index(found.evaluation)) or ()
@@ -282,7 +282,7 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
     # the training function the pass calls (`train_one_epoch()`, a step helper), where its `train()` may belong
     callee = next((model.functions[q] for q in chain[level + 1 :] if q in model.functions and _trains_itself(ctx, q)), None)
     start = (
-        [Related(first_statement(callee), f"`{callee.name}()` starts without switching the model back with `train()`")]
+        [Related(first_statement(callee), f"`{callee.name}()` starts without `{found.name}.train()`")]
         if callee is not None else []
     )
     if below and below[0].function == loop.function:
@@ -298,12 +298,13 @@ def _trains_itself(ctx: Context, qualname: str) -> bool:
     return any(e.kind is EventKind.BACKWARD for e in expanded) and any(ctx.training.optimizer_of(e) for e in expanded)
 
 
-def _block_end(events: tuple[Event, ...], evaluation: Event) -> Span | None:
+def _block_end(model: ModuleModel, events: tuple[Event, ...], evaluation: Event) -> Span | None:
     """The last statement of the `if` block the `eval()` runs in (its own function's), where the
     switch back belongs when the block samples or evaluates; None outside a block or at its end."""
-    if not evaluation.guards:
-        return None
-    guard = evaluation.guards[-1]
+    fn = model.functions.get(evaluation.function)
+    guard = evaluation.guards[-1] if evaluation.guards else None
+    if fn is None or guard is None or (fn.qualname and not fn.span.contains(guard.span)):
+        return None  # no block, or the block of a caller (`if epoch % k == 0: validate(model)`)
     inside = [e.stmt for e in events if e.function == evaluation.function and guard in e.guards and e.via == evaluation.via]
     last = max(inside, key=lambda span: span.end, default=None)
     return last if last is not None and last != evaluation.stmt else None
