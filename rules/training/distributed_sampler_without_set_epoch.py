@@ -64,7 +64,7 @@ from torch_preflight.core.dataflow import DataFlow, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import tail
 from torch_preflight.core.program import returned_elements
-from torch_preflight.core.semantic import Event, EventKind, Function, Loop, ModuleModel
+from torch_preflight.core.semantic import Event, EventKind, Function, Loop, ModuleModel, Value
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
 
@@ -92,9 +92,10 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     if not spelled and not built:
         return
     receivers = _set_epoch_receivers(ctx)
+    settled = _prepared(ctx.model)  # loaders whose epoch a framework sets, or built anew on every pass
     if not built:
         if not receivers:
-            yield from _untracked_loader(ctx)
+            yield from _untracked_loader(ctx, settled)
         return
     known = _built(ctx) | {_scoped(ctx, name, e.function) for name, e in returned.items()}
     known |= {_scoped(ctx, name, function) for function, name in returned_others}
@@ -104,7 +105,10 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             continue
         loader, first_use = use
         own = {_scoped(ctx, loader, loop.function), _scoped(ctx, sampler_of.get(loader, loader), loop.function)}
-        if any(_reaches(ctx, receiver, own, known) for receiver in receivers) or _rebuilt_per_pass(ctx, loop, loader):
+        if _rebuilt_per_pass(ctx, loop, loader):
+            settled.add(loader)
+            continue
+        if any(_reaches(ctx, receiver, own, known) for receiver in receivers):
             continue  # this loop's loader gets its epoch; another loop may iterate one that does not
         # `set_epoch(epoch)` goes before the epoch loop's first use of the loader: the inner loop over
         # it, or the call that hands it to the per-epoch function (whose loop over it is related).
@@ -125,7 +129,7 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         )
         return
     if not receivers:
-        yield from _untracked_loader(ctx)
+        yield from _untracked_loader(ctx, settled)
 
 
 def _distributed_loaders(model: ModuleModel) -> tuple[dict[str, Event], dict[str, str]]:
@@ -135,21 +139,18 @@ def _distributed_loaders(model: ModuleModel) -> tuple[dict[str, Event], dict[str
     samplers: dict[str, Event] = {}  # sampler variable -> construction
     loaders: dict[str, Event] = {}  # loader variable -> its sampler's construction
     sampler_of: dict[str, str] = {}  # loader variable -> its sampler variable
-    prepared: set[str] = set()
+    prepared = _prepared(model)
     for fn in model.functions.values():
         calls = [e for e in fn.events if e.kind is EventKind.CALL]
         for event in fn.events:
             if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None:
                 continue
             # `DistributedSampler(ds)`, or `DistributedSampler(ds) if args.distributed else None`
-            built = [event.value.callee] if event.value.callee else [c for c in event.value.calls if not event.value.methods]
-            if any(_is_distributed_sampler(c) for c in built) and not _no_shuffle(event):
+            if any(_is_distributed_sampler(c) for c in _built_by(event.value)) and not _no_shuffle(event):
                 samplers[event.targets[0]] = event
         for event in fn.events:
             if event.kind is not EventKind.ASSIGN or event.value is None:
                 continue
-            if tail(event.value.callee) == "prepare" or event.value.method == "prepare":
-                prepared.update(event.targets)
             if len(event.targets) != 1 or tail(event.value.callee) != "DataLoader":
                 continue
             call = next((c for c in calls if c.span == event.value.span), None)
@@ -162,6 +163,16 @@ def _distributed_loaders(model: ModuleModel) -> tuple[dict[str, Event], dict[str
             elif sampler.callee and _is_distributed_sampler(sampler.callee) and not re.search(r"shuffle\s*=\s*False", sampler.text):
                 loaders[event.targets[0]] = event
     return {k: v for k, v in loaders.items() if k not in prepared}, sampler_of
+
+
+def _prepared(model: ModuleModel) -> set[str]:
+    """Variables re-bound by a framework's `prepare` (`model, opt, loader = accelerator.prepare(...)`),
+    which gives the loader its epoch itself."""
+    return {
+        target for fn in model.functions.values() for e in fn.events
+        if e.kind is EventKind.ASSIGN and e.value is not None and (tail(e.value.callee) == "prepare" or e.value.method == "prepare")
+        for target in e.targets
+    }
 
 
 def _returned_loaders(ctx: Context) -> tuple[dict[str, Event], set[tuple[str, str]]]:
@@ -229,10 +240,17 @@ def _built(ctx: Context) -> set[Scoped]:
 
 
 def _loader_assignments(model: ModuleModel) -> list[Event]:
+    """Assignments of a DataLoader or a sampler (also `DistributedSampler(ds) if distributed else None`)."""
     return [
         e for fn in model.functions.values() for e in fn.events
-        if e.kind is EventKind.ASSIGN and e.value is not None and (tail(e.value.callee) == "DataLoader" or "Sampler" in tail(e.value.callee))
+        if e.kind is EventKind.ASSIGN and e.value is not None
+        and any(tail(c) == "DataLoader" or "Sampler" in tail(c) for c in _built_by(e.value))
     ]
+
+
+def _built_by(value: Value) -> list[str]:
+    """What a value constructs: its callee, or for a conditional expression the calls in it."""
+    return [value.callee] if value.callee else [c for c in value.calls if not value.methods]
 
 
 def _loader_names(model: ModuleModel) -> set[str]:
@@ -311,7 +329,7 @@ def _callee_loop(ctx: Context, loop: Loop, loader: str) -> Loop | None:
 _LOADER_SPELLING = re.compile(r"loader|_dl$|^dl$|train_data$|train_dataset$|data_iter$", re.I)
 
 
-def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
+def _untracked_loader(ctx: Context, settled: set[str]) -> Iterator[Diagnostic]:
     """The loader reaches the training loop through parameters, returns or attributes
     (`self.train_data`, `train(..., train_loader, sampler)`), so no variable links it to its
     DistributedSampler. When the file shows a shuffling distributed sampler, flag the training
@@ -327,6 +345,8 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
             continue
         names = [n for n in (*loop.iter.names, loop.iter.base or "") if n]
         loader = next((n for n in names if _LOADER_SPELLING.search(tail(n)) or _LOADER_SPELLING.search(n)), None)
+        if settled & set(names):
+            continue
         if loader is None or not _once_per_epoch(ctx, loop):
             continue
         message = f"`{loop.iter.text}` is sharded by a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order"
