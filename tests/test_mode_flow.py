@@ -157,3 +157,22 @@ def fit(model, loader, optimizer, steps):
 """
     assert evals(text, "fit") == []
     assert evals(text.replace("        with torch.no_grad():\n            soft", "        if True:\n            soft"), "fit") == [("teacher", 26)]
+
+
+def test_a_train_under_another_condition_does_not_undo_the_eval() -> None:
+    text = HEADER + """\
+def fit(model, loader, optimizer, steps, sample_every, eval_every):
+    for step in range(steps):
+        optimizer.zero_grad()
+        F.cross_entropy(model(loader[step]), loader[step]).backward()
+        optimizer.step()
+        if step % sample_every == 0:
+            model.eval()
+            print(model(loader[0]))
+        if step % eval_every == 0:
+            evaluate_and_back(model, loader)
+"""
+    assert evals(text, "fit") == [("model", 24)]
+    # two blocks under the same test are still two conditions: the second may not follow the first
+    assert evals(text.replace("step % sample_every == 0", "step % eval_every == 0"), "fit") == [("model", 24)]
+    assert evals(text.replace("            print(model(loader[0]))\n", "            print(model(loader[0]))\n            model.train()\n"), "fit") == []

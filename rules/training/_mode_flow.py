@@ -169,10 +169,10 @@ def _back_edge_eval(
         start, end = _run(events, position, loop)
         if not _trains_in(training, events[start : end + 1]):
             return None  # a loop that neither back-propagates nor steps around the forward: no training pass
-        before = _last_mode(names, range(position - 1, start - 1, -1), key, others)
+        before = _last_mode(names, range(position - 1, start - 1, -1), key, others, forward)
         if before is not None:
             return None  # the iteration sets the mode itself before the forward
-        back = _last_mode(names, range(end, position, -1), key, others)
+        back = _last_mode(names, range(end, position, -1), key, others, forward)
         if back is not None and back.kind is EventKind.EVAL_MODE and not _leaves_loop(training.model, names, back, loop):
             return back, loop
         position = start  # a `train()` settles the back edge; the loop's entry is the other way in
@@ -183,25 +183,36 @@ def _trains_in(training: TrainingModel, events: tuple[Event, ...]) -> bool:
     return any(e.kind is EventKind.BACKWARD for e in events) and any(training.optimizer_of(e) for e in events)
 
 
-def _last_mode(names: Names, indices: range, key: str, others: set[str]) -> Event | None:
+def _last_mode(names: Names, indices: range, key: str, others: set[str], forward: Event) -> Event | None:
     """The first mode call met walking `indices` that may set the model `key`'s mode: one on that
-    model, or a `train()` on anything that is no other model of the function (a container of it);
-    an `eval()` in one branch of an `if` whose other branch trains counts as that `train()`."""
+    model, or a `train()` on anything that is no other model of the function (a container of it).
+    A `train()` under a condition the forward does not share settles only some passes: an `eval()`
+    met after it (earlier in the pass) is undone only when that `train()` runs whenever it does
+    (its conditions are among the `eval()`'s), or when the other branch of its `if` trains."""
+    every = set(forward.guards)
+    partial: list[Event] = []
     for i in indices:
         event = names.events[i]
         if event.kind not in _MODES:
             continue
         receiver = model_key(names.outer(i, event.receiver))
         if event.kind is EventKind.TRAIN_MODE and (receiver == key or receiver not in others):
-            return event
-        if event.kind is EventKind.EVAL_MODE and receiver == key:
-            guards = {g.span for g in event.guards}
-            branches = [
-                e for e in names.events
-                if e.kind is EventKind.TRAIN_MODE and e.function == event.function and guards & {g.span for g in e.guards}
-            ]
-            return branches[0] if branches else event
-    return None
+            if set(event.guards) <= every:
+                return event
+            partial.append(event)
+        elif event.kind is EventKind.EVAL_MODE and receiver == key:
+            if not any(set(t.guards) <= set(event.guards) for t in partial) and not _other_branch_trains(names, event):
+                return event
+    return partial[0] if partial else None
+
+
+def _other_branch_trains(names: Names, evaluation: Event) -> bool:
+    """`if ...: model.eval()` with an `else` (or `elif`) branch that calls `train()`."""
+    flipped = {(g.span, not g.negated) for g in evaluation.guards}
+    return any(
+        e.kind is EventKind.TRAIN_MODE and e.function == evaluation.function and flipped & {(g.span, g.negated) for g in e.guards}
+        for e in names.events
+    )
 
 
 def _leaves_loop(model: ModuleModel, names: Names, evaluation: Event, loop: int) -> bool:
