@@ -189,7 +189,7 @@ def _last_mode(names: Names, indices: range, key: str, others: set[str], forward
     A `train()` under a condition the forward does not share settles only some passes: an `eval()`
     met after it (earlier in the pass) is undone only when that `train()` runs whenever it does
     (its conditions are among the `eval()`'s), or when the other branch of its `if` trains."""
-    every = set(forward.guards)
+    every = _conditions(forward)
     partial: list[Event] = []
     for i in indices:
         event = names.events[i]
@@ -197,13 +197,18 @@ def _last_mode(names: Names, indices: range, key: str, others: set[str], forward
             continue
         receiver = model_key(names.outer(i, event.receiver))
         if event.kind is EventKind.TRAIN_MODE and (receiver == key or receiver not in others):
-            if set(event.guards) <= every:
+            if _conditions(event) <= every:
                 return event
             partial.append(event)
         elif event.kind is EventKind.EVAL_MODE and receiver == key:
-            if not any(set(t.guards) <= set(event.guards) for t in partial) and not _other_branch_trains(names, event):
+            if not any(_conditions(t) <= _conditions(event) for t in partial) and not _other_branch_trains(names, event):
                 return event
     return partial[0] if partial else None
+
+
+def _conditions(event: Event) -> set[tuple[str, bool]]:
+    """The conditions an event runs under, by their text: two blocks under the same test run together."""
+    return {(g.text, g.negated) for g in event.guards}
 
 
 def _other_branch_trains(names: Names, evaluation: Event) -> bool:
