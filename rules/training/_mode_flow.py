@@ -42,34 +42,31 @@ class Names:
 
     def __init__(self, model: ModuleModel, events: tuple[Event, ...]) -> None:
         self.model, self.events = model, events
-        self._calls: dict[int, tuple[Event, ...] | None] = {}
+        self._calls: list[tuple[Event, ...] | None] | None = None
 
     def chain(self, index: int) -> tuple[Event, ...] | None:
         """The calls, outermost first, that inline `events[index]` (one per local level of its
         `via`; a function of another module ends the chain: its events come renamed). None when a
         call cannot be found."""
-        if index in self._calls:
-            return self._calls[index]
-        via = self.events[index].via
-        local = next((level for level, q in enumerate(via) if q not in self.model.functions), len(via))
-        found: list[Event] = []
-        position = index
-        for level in range(local - 1, -1, -1):  # the innermost call first: each is found before the one below
-            call = next(
-                (
-                    (k, e) for k in range(position - 1, -1, -1)
-                    if (e := self.events[k]).via == via[:level] and e.kind in (EventKind.CALL, EventKind.STEP)
-                    and via[level] in self.model.call_targets(e)
-                ),
-                None,
-            )
-            if call is None:
-                self._calls[index] = None
-                return None
-            position = call[0]
-            found.append(call[1])
-        self._calls[index] = tuple(reversed(found))
+        if self._calls is None:
+            self._calls = self._all_chains()
         return self._calls[index]
+
+    def _all_chains(self) -> list[tuple[Event, ...] | None]:
+        """Every event's chain in one pass: an inlined event follows the call that inlines it, with
+        only that call's other inlined events in between, so the latest call of its callee from the
+        same caller is the one."""
+        latest: dict[tuple[tuple[str, ...], str], int] = {}
+        chains: list[tuple[Event, ...] | None] = []
+        for index, event in enumerate(self.events):
+            via = event.via
+            local = next((level for level, q in enumerate(via) if q not in self.model.functions), len(via))
+            calls = [latest.get((via[:level], via[level])) for level in range(local)]
+            chains.append(None if None in calls else tuple(self.events[i] for i in calls if i is not None))
+            if event.kind in (EventKind.CALL, EventKind.STEP):
+                for target in self.model.call_targets(event):
+                    latest[(via, target)] = index
+        return chains
 
     def outer(self, index: int, name: str | None) -> str | None:
         """`name`, as used by `events[index]`, in the walked function's names; None when a call
