@@ -386,26 +386,40 @@ def returned_elements(model: ModuleModel, qualname: str) -> tuple[str | None, ..
     no tuple or name, or the tree is not kept. With `kind_of` in the callee's model, the caller's
     `a, b, loader = build(cfg)` learns what each target holds."""
     fn = model.functions.get(qualname)
-    if fn is None or model.tree is None or fn.is_lambda:
-        return None
-    node = next(
-        (n for n in ast.walk(model.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno == fn.header.start.line + 1
-         and n.name == fn.name),
-        None,
-    )
-    if node is None:
+    node = _def_node(model.tree, fn.header.start.line + 1) if fn is not None and model.tree is not None and not fn.is_lambda else None
+    if fn is None or node is None or node.name != fn.name:
         return None
     shapes: set[tuple[str | None, ...]] = set()
-    pending: list[ast.AST] = list(node.body)
-    while pending:
+    pending: list[ast.stmt] = list(node.body)
+    while pending:  # statements only: a `return` is one, and nested defs return for themselves
         child = pending.pop()
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
         if isinstance(child, ast.Return) and child.value is not None:
             items = child.value.elts if isinstance(child.value, ast.Tuple) else [child.value]
             shapes.add(tuple(i.id if isinstance(i, ast.Name) else None for i in items))
-        pending.extend(ast.iter_child_nodes(child))
+        elif not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            pending.extend(_statements_in(child))
     return shapes.pop() if len(shapes) == 1 else None
+
+
+def _statements_in(stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements of a compound statement's blocks (bodies, `else`, `finally`, handlers, cases)."""
+    return [
+        s for field in ("body", "orelse", "finalbody", "handlers", "cases") for item in getattr(stmt, field, None) or ()
+        for s in (item.body if isinstance(item, (ast.ExceptHandler, ast.match_case)) else [item]) if isinstance(s, ast.stmt)
+    ]
+
+
+def _def_node(tree: ast.Module, lineno: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The `def` on line `lineno`, found through the statements that hold it (no expression is walked)."""
+    body: list[ast.stmt] = tree.body
+    while body:
+        holder = next((s for s in body if s.lineno <= lineno <= (s.end_lineno or s.lineno)), None)
+        if holder is None:
+            return None
+        if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef)) and holder.lineno == lineno:
+            return holder
+        body = _statements_in(holder)
+    return None
 
 
 def _binding(call: Any, params: tuple[str, ...], method: bool) -> dict[str, str]:

@@ -119,7 +119,7 @@ def loop_evals(training: TrainingModel, scope: str) -> Iterator[LoopEval]:
     if not any(e.kind is EventKind.EVAL_MODE for e in events) or not any(e.kind is EventKind.BACKWARD for e in events):
         return
     names = Names(model, events)
-    forwarded = {model_key(names.outer(i, training.forward_target(e))) for i, e in enumerate(events) if training.is_forward(e)}
+    forwarded = {model_key(names.outer(i, training.forward_target(e))) for i, e in enumerate(events) if e.loops and training.is_forward(e)}
     done: set[str] = set()
     for index, name in _training_points(training, names, forwarded):
         key = model_key(name)
@@ -143,10 +143,12 @@ def _training_points(training: TrainingModel, names: Names, forwarded: set[str])
         name = names.outer(index, training.forward_target(event))
         if name:
             yield index, name
+    backward: int | None = None  # the latest backward
     for index, event in enumerate(events):
-        optimizer = training.optimizer_of(event)
-        owned = training.owned_modules(optimizer, event.function) if optimizer and event.loops else None
-        backward = next((i for i in range(index - 1, -1, -1) if events[i].kind is EventKind.BACKWARD), None)
+        if event.kind is EventKind.BACKWARD:
+            backward = index
+        optimizer = training.optimizer_of(event) if event.kind is EventKind.STEP and event.loops and backward is not None else None
+        owned = training.owned_modules(optimizer, event.function) if optimizer else None
         if owned is None or backward is None or events[backward].loops != event.loops:
             continue
         yield from ((backward, m) for m in sorted(owned) if model_key(m) not in forwarded)

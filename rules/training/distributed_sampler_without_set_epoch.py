@@ -66,6 +66,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.program import returned_elements
 from torch_preflight.core.semantic import Event, EventKind, Function, Loop, ModuleModel, Value
 from torch_preflight.core.source import Span
+from torch_preflight.core.training import library_name
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -188,17 +189,25 @@ def _returned_loaders(ctx: Context) -> tuple[dict[str, Event], set[tuple[str, st
     }
     found: dict[str, Event] = {}
     others: set[tuple[str, str]] = set()
+    read: dict[str, tuple[dict[str, Event], set[str]]] = {}  # per module: its distributed loaders, its other loaders
+    resolved_by: dict[tuple[str, str], tuple[ModuleModel, str] | None] = {}
     for fn in ctx.model.functions.values():
         for event in fn.events:
             value = event.value
             if event.kind is not EventKind.ASSIGN or value is None or not value.callee or value.method or not used & set(event.targets):
                 continue
-            resolved = ctx.project.resolve_call(ctx.model, value.callee, event.function)
+            if library_name(value.callee) and not ctx.model.resolve_function(value.callee, event.function):
+                continue  # `timm.data.create_loader(...)`: a library's loader is no project function's return
+            scope = event.function if ctx.model.resolve_function(value.callee, event.function) else ""
+            if (value.callee, scope) not in resolved_by:  # a callee assigned from many times is looked up once
+                resolved_by[(value.callee, scope)] = ctx.project.resolve_call(ctx.model, value.callee, event.function)
+            resolved = resolved_by[(value.callee, scope)]
             shape = returned_elements(*resolved) if resolved is not None else None
             if resolved is None or shape is None or len(shape) != len(event.targets):
                 continue
-            theirs, _ = _distributed_loaders(resolved[0])
-            other = _loader_names(resolved[0])
+            if resolved[0].path not in read:
+                read[resolved[0].path] = (_distributed_loaders(resolved[0])[0], _loader_names(resolved[0]))
+            theirs, other = read[resolved[0].path]
             for target, name in zip(event.targets, shape, strict=True):
                 if name in theirs:
                     found[target] = event

@@ -192,9 +192,10 @@ def _round_the_loop(ctx: Context, reported: set[Span], evaluations: set[Span]) -
     called under a cadence switches back itself). Reported where `train()` belongs: the top of the
     loop's pass, or of the training function it calls."""
     training = ctx.training
+    looping = {loop.function for loop in ctx.model.loops.values()}  # a back edge is a loop's: its function sees the whole pass
     for scope, fn in ctx.model.functions.items():
         owner = ctx.model.classes.get(fn.owner or "")
-        if fn.is_lambda or (owner is not None and owner.owns_loop):
+        if scope not in looping or fn.is_lambda or (owner is not None and owner.owns_loop):
             continue
         for found in loop_evals(training, scope):
             events = training.expanded(scope)
