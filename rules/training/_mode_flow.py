@@ -34,6 +34,7 @@ class LoopEval:
     name: str  # the trained model, in the walked function's names
     evaluation: Event
     loop: int
+    calls: tuple[Event, ...]  # the calls, outermost first, that run the `eval()` (none when the walked function makes it)
 
 
 class Names:
@@ -97,7 +98,7 @@ class Names:
         return arg.base + dot + rest
 
 
-def _run(events: tuple[Event, ...], index: int, loop: int) -> tuple[int, int]:
+def loop_run(events: tuple[Event, ...], index: int, loop: int) -> tuple[int, int]:
     """The contiguous indices around `index` inside loop `loop` (one inlining of it)."""
     start = end = index
     while start > 0 and loop in events[start - 1].loops:
@@ -128,9 +129,10 @@ def loop_evals(training: TrainingModel, scope: str) -> Iterator[LoopEval]:
         found = _back_edge_eval(training, names, index, key, forwarded - {key})
         if found is not None:
             done.add(key)
-            evaluation = found[0]
-            shown = name if training.is_forward(events[index]) else names.outer(events.index(evaluation), evaluation.receiver)
-            yield LoopEval(scope, index, events[index], shown or name, *found)
+            evaluation, loop = found
+            at = events.index(evaluation)
+            shown = name if training.is_forward(events[index]) else names.outer(at, evaluation.receiver)
+            yield LoopEval(scope, index, events[index], shown or name, evaluation, loop, names.chain(at) or ())
 
 
 def _training_points(training: TrainingModel, names: Names, forwarded: set[str]) -> Iterator[tuple[int, str]]:
@@ -165,7 +167,7 @@ def _back_edge_eval(
     forward = events[index]
     position = index
     for loop in reversed(forward.loops):
-        start, end = _run(events, position, loop)
+        start, end = loop_run(events, position, loop)
         if not _trains_in(training, events[start : end + 1]):
             return None  # a loop that neither back-propagates nor steps around the forward: no training pass
         before = _last_mode(names, range(position - 1, start - 1, -1), key, others, forward)

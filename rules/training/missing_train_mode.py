@@ -81,7 +81,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._mode_flow import LoopEval, Names, leaves_after, loop_evals
+from torch_preflight.rules.training._mode_flow import LoopEval, Names, leaves_after, loop_evals, loop_run
 from torch_preflight.rules.training._modes import (
     first_statement,
     has_mode_layers,
@@ -197,8 +197,8 @@ def _round_the_loop(ctx: Context, reported: set[Span], evaluations: set[Span]) -
         owner = ctx.model.classes.get(fn.owner or "")
         if scope not in looping or fn.is_lambda or (owner is not None and owner.owns_loop):
             continue
+        events = training.expanded(scope)
         for found in loop_evals(training, scope):
-            events = training.expanded(scope)
             if not _owned_or_trained(ctx, found, events) or not has_mode_layers(ctx.model, found.name, scope, ctx.project):
                 continue
             anchor, related = _where_train_belongs(ctx, found, events)
@@ -208,11 +208,10 @@ def _round_the_loop(ctx: Context, reported: set[Span], evaluations: set[Span]) -
             evaluations.add(found.evaluation.span)
             loop = ctx.model.loops.get(found.loop)
             fix = _fix(ctx, loop, found.name, found.evaluation) if loop is not None and anchor == loop.header else None
-            events = training.expanded(scope)
-            caller = Names(ctx.model, events).chain(events.index(found.evaluation))
+            caller = found.calls[0] if found.calls else None
             what = (
-                f"`{tail(caller[0].name or '')}()` ({cite_line(caller[0].stmt.start.line)}) puts `{found.name}` in eval mode"
-                if caller else f"`{found.name}.eval()` ({cite_line(found.evaluation.span.start.line)}) runs"
+                f"`{tail(caller.name or '')}()` ({cite_line(caller.stmt.start.line)}) puts `{found.name}` in eval mode"
+                if caller is not None else f"`{found.name}.eval()` ({cite_line(found.evaluation.span.start.line)}) runs"
             )
             yield report(
                 META,
@@ -229,11 +228,7 @@ def _owned_or_trained(ctx: Context, found: LoopEval, events: tuple[Event, ...]) 
     """The forwarded model is one the loop's optimizers train: among the modules whose parameters
     they own when every one is known (a frozen backbone no optimizer owns may stay in eval mode),
     else by the file's other evidence (`_trained`)."""
-    first = last = found.index
-    while first > 0 and found.loop in events[first - 1].loops:
-        first -= 1
-    while last + 1 < len(events) and found.loop in events[last + 1].loops:
-        last += 1
+    first, last = loop_run(events, found.index, found.loop)
     run = events[first : last + 1]
     owned = _owned(ctx, run)
     if owned is None:
@@ -272,8 +267,7 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
     end = _block_end(model, events, found.evaluation)
     if end is not None:
         related.append(Related(end, f"the block ends without `{found.name}.train()`"))
-    evaluation_calls = Names(model, events).chain(events.index(found.evaluation)) or ()
-    related.extend(Related(c.stmt, "evaluates here") for c in evaluation_calls[:1] if c.stmt != found.evaluation.stmt)
+    related.extend(Related(c.stmt, "evaluates here") for c in found.calls[:1])
     if loop is None:
         return found.forward.stmt, related
     related.append(Related(loop.header, "loop"))
