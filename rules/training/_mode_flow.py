@@ -129,10 +129,9 @@ def loop_evals(training: TrainingModel, scope: str) -> Iterator[LoopEval]:
         found = _back_edge_eval(training, names, index, key, forwarded - {key})
         if found is not None:
             done.add(key)
-            evaluation, loop = found
-            at = events.index(evaluation)
-            shown = name if training.is_forward(events[index]) else names.outer(at, evaluation.receiver)
-            yield LoopEval(scope, index, events[index], shown or name, evaluation, loop, names.chain(at) or ())
+            at, loop = found
+            shown = name if training.is_forward(events[index]) else names.outer(at, events[at].receiver)
+            yield LoopEval(scope, index, events[index], shown or name, events[at], loop, names.chain(at) or ())
 
 
 def _training_points(training: TrainingModel, names: Names, forwarded: set[str]) -> Iterator[tuple[int, str]]:
@@ -160,9 +159,8 @@ def _under_no_grad_decorator(training: TrainingModel, event: Event) -> bool:
     return any((fn := training.model.functions.get(q)) is not None and training.decorated_no_grad(fn) for q in event.via)
 
 
-def _back_edge_eval(
-    training: TrainingModel, names: Names, index: int, key: str, others: set[str]
-) -> tuple[Event, int] | None:
+def _back_edge_eval(training: TrainingModel, names: Names, index: int, key: str, others: set[str]) -> tuple[int, int] | None:
+    """The index of the `eval()` that reaches `events[index]` round a loop's back edge, with that loop."""
     events = names.events
     forward = events[index]
     position = index
@@ -170,11 +168,10 @@ def _back_edge_eval(
         start, end = loop_run(events, position, loop)
         if not _trains_in(training, events[start : end + 1]):
             return None  # a loop that neither back-propagates nor steps around the forward: no training pass
-        before = _last_mode(names, range(position - 1, start - 1, -1), key, others, forward)
-        if before is not None:
+        if _last_mode(names, range(position - 1, start - 1, -1), key, others, forward) is not None:
             return None  # the iteration sets the mode itself before the forward
         back = _last_mode(names, range(end, position, -1), key, others, forward)
-        if back is not None and back.kind is EventKind.EVAL_MODE and not _leaves_loop(training.model, names, back, loop):
+        if back is not None and events[back].kind is EventKind.EVAL_MODE and not _leaves_loop(training.model, names, back, loop):
             return back, loop
         position = start  # a `train()` settles the back edge; the loop's entry is the other way in
     return None
@@ -184,14 +181,14 @@ def _trains_in(training: TrainingModel, events: tuple[Event, ...]) -> bool:
     return any(e.kind is EventKind.BACKWARD for e in events) and any(training.optimizer_of(e) for e in events)
 
 
-def _last_mode(names: Names, indices: range, key: str, others: set[str], forward: Event) -> Event | None:
-    """The first mode call met walking `indices` that may set the model `key`'s mode: one on that
+def _last_mode(names: Names, indices: range, key: str, others: set[str], forward: Event) -> int | None:
+    """The index of the first mode call met walking `indices` that may set the model `key`'s mode: one on that
     model, or a `train()` on anything that is no other model of the function (a container of it).
     A `train()` under a condition the forward does not share settles only some passes: an `eval()`
     met after it (earlier in the pass) is undone only when that `train()` runs whenever it does
     (its conditions are among the `eval()`'s), or when the other branch of its `if` trains."""
     every = _conditions(forward)
-    partial: list[Event] = []
+    partial: list[int] = []
     for i in indices:
         event = names.events[i]
         if event.kind not in _MODES:
@@ -199,11 +196,12 @@ def _last_mode(names: Names, indices: range, key: str, others: set[str], forward
         receiver = model_key(names.outer(i, event.receiver))
         if event.kind is EventKind.TRAIN_MODE and (receiver == key or receiver not in others):
             if _conditions(event) <= every:
-                return event
-            partial.append(event)
+                return i
+            partial.append(i)
         elif event.kind is EventKind.EVAL_MODE and receiver == key:
-            if not any(_conditions(t) <= _conditions(event) for t in partial) and not _other_branch_trains(names, event):
-                return event
+            undone = any(_conditions(names.events[t]) <= _conditions(event) for t in partial)
+            if not undone and not _other_branch_trains(names, event):
+                return i
     return partial[0] if partial else None
 
 
@@ -221,12 +219,12 @@ def _other_branch_trains(names: Names, evaluation: Event) -> bool:
     )
 
 
-def _leaves_loop(model: ModuleModel, names: Names, evaluation: Event, loop: int) -> bool:
+def _leaves_loop(model: ModuleModel, names: Names, index: int, loop: int) -> bool:
     """After the `eval()` (or a call on the way to it) the pass leaves the loop: a `break`,
     `return` or `raise` follows it in its block (`if step == last: model.eval(); test(); break`);
     inside a called function only a `raise` does (its `return` goes back to the loop)."""
     owner = model.loops[loop].function if loop in model.loops else None
-    chain = names.chain(names.events.index(evaluation)) or ()
+    evaluation, chain = names.events[index], names.chain(index) or ()
     statements = [(evaluation.stmt, evaluation.function), *((call.stmt, call.function) for call in chain)]
     return any(leaves_after(model, stmt, inside=function != owner) for stmt, function in statements)
 

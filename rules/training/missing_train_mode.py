@@ -208,7 +208,7 @@ def _round_the_loop(ctx: Context, reported: set[Span], evaluations: set[Span]) -
             evaluations.add(found.evaluation.span)
             loop = ctx.model.loops.get(found.loop)
             fix = _fix(ctx, loop, found.name, found.evaluation) if loop is not None and anchor == loop.header else None
-            caller = found.calls[0] if found.calls else None
+            caller = _evaluating_call(ctx, found)
             what = (
                 f"`{tail(caller.name or '')}()` ({cite_line(caller.stmt.start.line)}) puts `{found.name}` in eval mode"
                 if caller is not None else f"`{found.name}.eval()` ({cite_line(found.evaluation.span.start.line)}) runs"
@@ -267,7 +267,8 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
     end = _block_end(model, events, found.evaluation)
     if end is not None:
         related.append(Related(end, f"the block ends without `{found.name}.train()`"))
-    related.extend(Related(c.stmt, "evaluates here") for c in found.calls[:1])
+    caller = _evaluating_call(ctx, found)
+    related.extend([Related(caller.stmt, "evaluates here")] if caller is not None else [])
     if loop is None:
         return found.forward.stmt, related
     related.append(Related(loop.header, "loop"))
@@ -286,6 +287,17 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
         inner = next((b for b in below if b.function == callee.qualname), None)
         return (inner.header, [*related, *start]) if inner is not None else (start[0].span, related)
     return loop.header, [*related[:-1], *start]
+
+
+def _evaluating_call(ctx: Context, found: LoopEval) -> Event | None:
+    """The call, made in the looping function, that runs the `eval()` (`validate(model)`); None when
+    that function calls `eval()` itself."""
+    loop = ctx.model.loops.get(found.loop)
+    functions = [found.scope, *found.evaluation.via]
+    if loop is None or loop.function not in functions:
+        return found.calls[0] if found.calls else None
+    level = functions.index(loop.function)
+    return found.calls[level] if level < len(found.calls) else None
 
 
 def _trains_itself(ctx: Context, qualname: str) -> bool:
