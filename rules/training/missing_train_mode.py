@@ -263,14 +263,14 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
     model = ctx.model
     loop = model.loops.get(found.loop)
     chain = [found.scope, *found.forward.via]
-    related = [Related(found.evaluation.span, "switches to eval mode")]
+    related = [Related(found.evaluation.span, "switches to eval mode"), Related(found.forward.stmt, "trains here in eval mode")]
     end = _block_end(model, events, found.evaluation)
     if end is not None:
         related.append(Related(end, f"the block ends without `{found.name}.train()`"))
     caller = _evaluating_call(ctx, found)
     related.extend([Related(caller.stmt, "evaluates here")] if caller is not None else [])
     if loop is None:
-        return found.forward.stmt, related
+        return found.forward.stmt, [r for r in related if r.span != found.forward.stmt]
     related.append(Related(loop.header, "loop"))
     depth = found.forward.loops.index(found.loop)
     below = [model.loops[i] for i in found.forward.loops[depth + 1 :] if i in model.loops]
@@ -286,7 +286,10 @@ def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...
     if callee is not None and callee.qualname == chain[level + 1]:
         inner = next((b for b in below if b.function == callee.qualname), None)
         return (inner.header, [*related, *start]) if inner is not None else (start[0].span, related)
-    return loop.header, [*related[:-1], *start]
+    first, last = loop_run(events, found.index, found.loop)
+    top = min((e.stmt for e in events[first : last + 1] if e.function == loop.function), key=lambda span: span.start, default=None)
+    begins = [Related(top, f"the pass starts without `{found.name}.train()`")] if top not in (None, found.forward.stmt) else []
+    return loop.header, [*related[:-1], *begins, *start]
 
 
 def _evaluating_call(ctx: Context, found: LoopEval) -> Event | None:
