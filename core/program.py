@@ -28,6 +28,7 @@ training model's events of calls into other modules) across processes: the CLI's
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field
@@ -376,6 +377,49 @@ def return_kind(model: ModuleModel, qualname: str) -> Kind:
     result = kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
     memo[key] = result
     return result
+
+
+def returned_elements(model: ModuleModel, qualname: str) -> tuple[str | None, ...] | None:
+    """The local name each position of a function's result holds, when every `return` agrees on
+    the shape: `return train_set, val_set, train_loader` gives its three names (None where an
+    element is no plain name), `return loader` one. None when the returns differ in length, give
+    no tuple or name, or the tree is not kept. With `kind_of` in the callee's model, the caller's
+    `a, b, loader = build(cfg)` learns what each target holds."""
+    fn = model.functions.get(qualname)
+    node = _def_node(model.tree, fn.header.start.line + 1) if fn is not None and model.tree is not None and not fn.is_lambda else None
+    if fn is None or node is None or node.name != fn.name:
+        return None
+    shapes: set[tuple[str | None, ...]] = set()
+    pending: list[ast.stmt] = list(node.body)
+    while pending:  # statements only: a `return` is one, and nested defs return for themselves
+        child = pending.pop()
+        if isinstance(child, ast.Return) and child.value is not None:
+            items = child.value.elts if isinstance(child.value, ast.Tuple) else [child.value]
+            shapes.add(tuple(i.id if isinstance(i, ast.Name) else None for i in items))
+        elif not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            pending.extend(_statements_in(child))
+    return shapes.pop() if len(shapes) == 1 else None
+
+
+def _statements_in(stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements of a compound statement's blocks (bodies, `else`, `finally`, handlers, cases)."""
+    return [
+        s for field in ("body", "orelse", "finalbody", "handlers", "cases") for item in getattr(stmt, field, None) or ()
+        for s in (item.body if isinstance(item, (ast.ExceptHandler, ast.match_case)) else [item]) if isinstance(s, ast.stmt)
+    ]
+
+
+def _def_node(tree: ast.Module, lineno: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The `def` on line `lineno`, found through the statements that hold it (no expression is walked)."""
+    body: list[ast.stmt] = tree.body
+    while body:
+        holder = next((s for s in body if s.lineno <= lineno <= (s.end_lineno or s.lineno)), None)
+        if holder is None:
+            return None
+        if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef)) and holder.lineno == lineno:
+            return holder
+        body = _statements_in(holder)
+    return None
 
 
 def _binding(call: Any, params: tuple[str, ...], method: bool) -> dict[str, str]:

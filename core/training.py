@@ -85,6 +85,15 @@ _OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
 
 
+def library_name(qualified: str) -> bool:
+    """`qualified` names something of the standard library, of torch's ecosystem or of a common
+    library (`timm.data.create_loader`, `os.path.join`): never a function of the user's project."""
+    head = qualified.partition(".")[0]
+    return head in _LIBRARY_HEADS or head in _TORCH_ECOSYSTEM or head in _OTHER_FRAMEWORKS or head in _COMMON_LIBRARIES or (
+        head in sys.stdlib_module_names
+    )
+
+
 def _local_head(model: ModuleModel, qualified: str) -> str:
     """The local name a resolved callee was imported as (`tu` for `train_utils.train`)."""
     for alias, target in model.imports.aliases.items():

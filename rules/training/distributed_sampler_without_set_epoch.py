@@ -8,20 +8,26 @@ epoch loop, when nothing in the file calls `set_epoch()`.
 order on every rank. Training still converges, but worse than with real shuffling, and
 nothing warns.
 
-Samplers created with `shuffle=False` (validation) and loaders that are iterated once are not
-flagged. A `set_epoch` counts for the loader the epoch loop iterates when it reaches that
-loader's sampler: called on the sampler, on the loader (`train_loader.sampler.set_epoch(epoch)`,
-`loader.batch_sampler.sampler`), inside a helper of the file or of another project module
-(often `train_one_epoch`), or on something the file does not tie to another loader. A call on
-another loader's sampler (`val_loader.sampler.set_epoch(epoch)`) does not count for the
-training loader. Ray Train's
-`prepare_data_loader` counts as a shuffling DistributedSampler only for a loader built with
-`shuffle=True` (it gives the others a non-shuffling one).
+Samplers created with `shuffle=False` (validation), loaders that are iterated once, loaders
+built anew on every pass and loaders re-bound by `accelerator.prepare` (which sets the epoch
+itself) are not flagged. A `set_epoch` counts for the loader the epoch loop iterates when it
+reaches that loader's sampler: called on the sampler, on the loader
+(`train_loader.sampler.set_epoch(epoch)`, `loader.batch_sampler.sampler`), inside a helper of
+the file or of another project module (often `train_one_epoch`), or on something the file does
+not tie to another loader. A call on another loader's sampler (`val_loader.sampler.set_epoch(epoch)`)
+does not count for the training loader. Ray Train's `prepare_data_loader` counts as a shuffling
+DistributedSampler only for a loader built with `shuffle=True` (it gives the others a
+non-shuffling one).
 
-The finding is placed where the call belongs: the epoch loop, the loop over the loader of a
-per-epoch function of the file the loader is handed to (`train_epoch(..., train_loader,
-epoch)`, with the epoch loop as a related location), or the signature of a per-epoch
-function that receives the sampler as a parameter.
+A loader built in another module of the project counts by what that module's function returns:
+`dataset_train, dataset_val, data_loader_train, data_loader_val, mixup_fn = build_loader(config)`
+where `build_loader` builds `DataLoader(dataset_train, sampler=DistributedSampler(..., shuffle=True))`
+and returns it at that position.
+
+The finding is placed where the call belongs: the epoch loop's first use of the loader (the loop
+over it, or the call that hands it to a per-epoch function, whose loop over it is related), with
+the loader's construction and the epoch loop as related locations; or the signature of a
+per-epoch function that receives the sampler as a parameter.
 
 ## Example
 ```python
@@ -57,8 +63,10 @@ from dataclasses import dataclass
 from torch_preflight.core.dataflow import DataFlow, span_of
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Loop
+from torch_preflight.core.program import returned_elements
+from torch_preflight.core.semantic import Event, EventKind, Function, Loop, ModuleModel, Value
 from torch_preflight.core.source import Span
+from torch_preflight.core.training import library_name
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -68,27 +76,83 @@ META = RuleMeta(
     fix_title=None,
     severity=Severity.WARNING,
     # Every finding needs a DistributedSampler call, a `sampler=` loader, a `sampler` /
-    # `*_sampler` parameter or Ray's `prepare_data_loader`, all spelled in this file.
-    requires=("sampler|prepare_data_loader",),
+    # `*_sampler` parameter or Ray's `prepare_data_loader`, all spelled in this file, or a loader
+    # that a function of another module of the project returns (an import).
+    requires=("sampler|prepare_data_loader|import",),
 )
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
+    lowered = ctx.source.text.lower()
+    spelled = "sampler" in lowered or "prepare_data_loader" in lowered  # else only a loader of another module can be one
+    loaders, sampler_of = _distributed_loaders(ctx.model) if spelled else ({}, {})
+    built = {name: Related(event.span, "DistributedSampler") for name, event in loaders.items()}
+    returned, returned_others = _returned_loaders(ctx)
+    for name, call in returned.items():
+        built.setdefault(name, Related(call.value.span if call.value else call.span, "returns a loader over a shuffling DistributedSampler"))
+    if not spelled and not built:
+        return
     receivers = _set_epoch_receivers(ctx)
-    samplers: dict[str, Event] = {}  # sampler variable (or "" for an inline sampler) -> construction
+    settled = _prepared(ctx.model)  # loaders whose epoch a framework sets, or built anew on every pass
+    if not built:
+        if not receivers:
+            yield from _untracked_loader(ctx, settled)
+        return
+    known = _built(ctx) | {_scoped(ctx, name, e.function) for name, e in returned.items()}
+    known |= {_scoped(ctx, name, function) for function, name in returned_others}
+    for loop in ctx.model.loops.values():
+        use = _iterated_per_pass(ctx, loop, set(built))
+        if use is None:
+            continue
+        loader, first_use = use
+        own = {_scoped(ctx, loader, loop.function), _scoped(ctx, sampler_of.get(loader, loader), loop.function)}
+        if _rebuilt_per_pass(ctx, loop, loader):
+            settled.add(loader)
+            continue
+        if any(_reaches(ctx, receiver, own, known) for receiver in receivers):
+            continue  # this loop's loader gets its epoch; another loop may iterate one that does not
+        # `set_epoch(epoch)` goes before the epoch loop's first use of the loader: the inner loop over
+        # it, or the call that hands it to the per-epoch function (whose loop over it is related).
+        inner = _callee_loop(ctx, loop, loader)
+        nearby = sorted({r for f, r in receivers if f == loop.function and r})
+        yield report(
+            META,
+            first_use,
+            f"`{loader}` uses a DistributedSampler but `set_epoch()` is never called"
+            + (f" on it (only on {', '.join(f'`{r}`' for r in nearby)})" if nearby else "")
+            + ": every epoch sees the same order",
+            related=[
+                built[loader],
+                *([Related(loop.header, "epoch loop")] if first_use != loop.header else []),
+                *([Related(inner.header, "loop over the loader")] if inner is not None else []),
+            ],
+            data={"loader": loader},
+        )
+        return
+    if not receivers:
+        yield from _untracked_loader(ctx, settled)
+
+
+def _distributed_loaders(model: ModuleModel) -> tuple[dict[str, Event], dict[str, str]]:
+    """The loader variables of a module built over a shuffling DistributedSampler (each with its
+    sampler's construction), and the sampler variable of each; none re-bound by a framework that
+    sets the epoch itself (`accelerator.prepare(loader)`)."""
+    samplers: dict[str, Event] = {}  # sampler variable -> construction
     loaders: dict[str, Event] = {}  # loader variable -> its sampler's construction
     sampler_of: dict[str, str] = {}  # loader variable -> its sampler variable
-    for fn in ctx.model.functions.values():
+    prepared = _prepared(model)
+    for fn in model.functions.values():
         calls = [e for e in fn.events if e.kind is EventKind.CALL]
-        for event in fn.events:
-            if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None or not event.value.callee:
-                continue
-            if _is_distributed_sampler(event.value.callee) and not _no_shuffle(ctx, event):
-                samplers[event.targets[0]] = event
         for event in fn.events:
             if event.kind is not EventKind.ASSIGN or len(event.targets) != 1 or event.value is None:
                 continue
-            if tail(event.value.callee) != "DataLoader":
+            # `DistributedSampler(ds)`, or `DistributedSampler(ds) if args.distributed else None`
+            if any(_is_distributed_sampler(c) for c in _built_by(event.value)) and not _no_shuffle(event):
+                samplers[event.targets[0]] = event
+        for event in fn.events:
+            if event.kind is not EventKind.ASSIGN or event.value is None:
+                continue
+            if len(event.targets) != 1 or tail(event.value.callee) != "DataLoader":
                 continue
             call = next((c for c in calls if c.span == event.value.span), None)
             sampler = call.keyword("sampler") if call else None
@@ -99,34 +163,62 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 sampler_of[event.targets[0]] = sampler.base
             elif sampler.callee and _is_distributed_sampler(sampler.callee) and not re.search(r"shuffle\s*=\s*False", sampler.text):
                 loaders[event.targets[0]] = event
-    if not loaders:
-        if not receivers:
-            yield from _untracked_loader(ctx)
-        return
-    known = _built(ctx)
-    for loop in ctx.model.loops.values():
-        loader = _iterated_per_pass(ctx, loop, set(loaders))
-        if loader is None:
-            continue
-        own = {_scoped(ctx, loader, loop.function), _scoped(ctx, sampler_of.get(loader, loader), loop.function)}
-        if any(_reaches(ctx, receiver, own, known) for receiver in receivers):
-            continue  # this loop's loader gets its epoch; another loop may iterate one that does not
-        # The per-epoch function the loader is handed to (`train_epoch(..., train_loader, epoch)`) is
-        # where `set_epoch(epoch)` goes: report its loop over the loader, the epoch loop as related.
-        inner = _callee_loop(ctx, loop, loader)
-        nearby = sorted({r for f, r in receivers if f == loop.function and r})
-        yield report(
-            META,
-            inner.header if inner is not None else loop.header,
-            f"`{loader}` uses a DistributedSampler but `set_epoch()` is never called"
-            + (f" on it (only on {', '.join(f'`{r}`' for r in nearby)})" if nearby else "")
-            + ": every epoch sees the same order",
-            related=[Related(loaders[loader].span, "DistributedSampler"), *([Related(loop.header, "epoch loop")] if inner else [])],
-            data={"loader": loader},
-        )
-        return
-    if not receivers:
-        yield from _untracked_loader(ctx)
+    return {k: v for k, v in loaders.items() if k not in prepared}, sampler_of
+
+
+def _prepared(model: ModuleModel) -> set[str]:
+    """Variables re-bound by a framework's `prepare` (`model, opt, loader = accelerator.prepare(...)`),
+    which gives the loader its epoch itself."""
+    return {
+        target for fn in model.functions.values() for e in fn.events
+        if e.kind is EventKind.ASSIGN and e.value is not None and (tail(e.value.callee) == "prepare" or e.value.method == "prepare")
+        for target in e.targets
+    }
+
+
+def _returned_loaders(ctx: Context) -> tuple[dict[str, Event], set[tuple[str, str]]]:
+    """Variables a loop uses (iterates, or hands to a call inside a loop) bound from what a function
+    of the project returns, where the function's result (or that position of its tuple) is a loader
+    over a shuffling DistributedSampler: `train_set, val_set, train_loader, val_loader = build_loader(cfg)`
+    with `build_loader` in `data/build.py`. Each with the assignment that binds it; and, as
+    (function, variable), those bound to the function's other loaders and samplers."""
+    used = {n for loop in ctx.model.loops.values() if loop.iter is not None for n in (*loop.iter.names, loop.iter.base or "") if n}
+    used |= {
+        a.base for fn in ctx.model.functions.values() for e in fn.events
+        if e.kind is EventKind.CALL and e.loops for a in (*e.args, *(v for _, v in e.keywords)) if a.base
+    }
+    found: dict[str, Event] = {}
+    others: set[tuple[str, str]] = set()
+    read: dict[str, tuple[dict[str, Event], set[str]]] = {}  # per module: its distributed loaders, its other loaders
+    resolved_by: dict[tuple[str, str], tuple[ModuleModel, str] | None] = {}
+    for fn in ctx.model.functions.values():
+        for event in fn.events:
+            value = event.value
+            if event.kind is not EventKind.ASSIGN or value is None or not value.callee or value.method or not used & set(event.targets):
+                continue
+            if library_name(value.callee) and not ctx.model.resolve_function(value.callee, event.function):
+                continue  # `timm.data.create_loader(...)`: a library's loader is no project function's return
+            scope = event.function if ctx.model.resolve_function(value.callee, event.function) else ""
+            if (value.callee, scope) not in resolved_by:  # a callee assigned from many times is looked up once
+                resolved_by[(value.callee, scope)] = ctx.project.resolve_call(ctx.model, value.callee, event.function)
+            resolved = resolved_by[(value.callee, scope)]
+            shape = returned_elements(*resolved) if resolved is not None else None
+            if resolved is None or shape is None or len(shape) != len(event.targets):
+                continue
+            if resolved[0].path not in read:
+                read[resolved[0].path] = (_distributed_loaders(resolved[0])[0], _loader_names(resolved[0]))
+            theirs, other = read[resolved[0].path]
+            for target, name in zip(event.targets, shape, strict=True):
+                if name in theirs:
+                    found[target] = event
+                elif name in other:
+                    others.add((event.function, target))
+    return found, others
+
+
+def _rebuilt_per_pass(ctx: Context, loop: Loop, loader: str) -> bool:
+    """The loop binds the loader anew on every pass (a fresh loader, and sampler, per epoch)."""
+    return any(loop.id in e.loops for e in ctx.model.assignments(loader, loop.function))
 
 
 def _set_epoch_receivers(ctx: Context) -> list[tuple[str, str]]:
@@ -153,13 +245,25 @@ def _scoped(ctx: Context, name: str, function: str) -> Scoped:
 
 def _built(ctx: Context) -> set[Scoped]:
     """Every variable the file binds to a DataLoader or a sampler (another loader's, a validation one)."""
-    return {
-        _scoped(ctx, target, e.function)
-        for fn in ctx.model.functions.values()
-        for e in fn.events
-        if e.kind is EventKind.ASSIGN and e.value is not None and (tail(e.value.callee) == "DataLoader" or "Sampler" in tail(e.value.callee))
-        for target in e.targets
-    }
+    return {_scoped(ctx, target, e.function) for e in _loader_assignments(ctx.model) for target in e.targets}
+
+
+def _loader_assignments(model: ModuleModel) -> list[Event]:
+    """Assignments of a DataLoader or a sampler (also `DistributedSampler(ds) if distributed else None`)."""
+    return [
+        e for fn in model.functions.values() for e in fn.events
+        if e.kind is EventKind.ASSIGN and e.value is not None
+        and any(tail(c) == "DataLoader" or "Sampler" in tail(c) for c in _built_by(e.value))
+    ]
+
+
+def _built_by(value: Value) -> list[str]:
+    """What a value constructs: its callee, or for a conditional expression the calls in it."""
+    return [value.callee] if value.callee else [c for c in value.calls if not value.methods]
+
+
+def _loader_names(model: ModuleModel) -> set[str]:
+    return {target for e in _loader_assignments(model) for target in e.targets}
 
 
 _SAMPLER_PATH = re.compile(r"^(?P<head>.+?)(?:\.batch_sampler)?(?:\.sampler)?$")
@@ -182,28 +286,34 @@ def _is_distributed_sampler(callee: str) -> bool:
     return tail(callee) == "DistributedSampler"
 
 
-def _no_shuffle(ctx: Context, event: Event) -> bool:
+def _no_shuffle(event: Event) -> bool:
     return bool(event.value and re.search(r"shuffle\s*=\s*False", event.value.text))
 
 
-def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> str | None:
-    """A loader iterated by a loop nested in `loop` (directly or in a called function)."""
+def _iterated_per_pass(ctx: Context, loop: Loop, loaders: set[str]) -> tuple[str, Span] | None:
+    """A loader iterated by a loop nested in `loop` (directly, or in a function of the project a call
+    of the pass hands it to), with the pass's first use of it: the nested loop's header, or the call."""
     events = ctx.training.iteration(loop)
+    uses: list[tuple[str, Span]] = []
     for event in events:
         if event.kind is not EventKind.ASSIGN or event.value is None or event.via:
             continue  # a called function's names are its own (its loop over a parameter): the call's arguments say which loader
         # The `for` target assignment of a nested loop: its iterable reads the loader.
-        if not any(other.id != loop.id and other.header.contains(event.span) for other in ctx.model.loops.values()):
+        nested = next((other for other in ctx.model.loops.values() if other.id != loop.id and other.header.contains(event.span)), None)
+        if nested is None:
             continue
-        for name in loaders:
-            if name in event.value.names or event.value.base == name:
-                return name
+        name = next((n for n in sorted(loaders) if n in event.value.names or event.value.base == n), None)
+        if name is not None:
+            uses.append((name, nested.header))
+            break
     for event in events:
-        if event.kind is EventKind.CALL and not event.inner and ctx.model.call_targets(event):
-            for arg in (*event.args, *(v for _, v in event.keywords)):
-                if arg.base in loaders:
-                    return arg.base
-    return None
+        if event.kind is not EventKind.CALL or event.inner or event.via or not event.name:
+            continue
+        name = next((a.base for a in (*event.args, *(v for _, v in event.keywords)) if a.base in loaders), None)
+        if name is not None and (ctx.model.call_targets(event) or ctx.project.resolve_call(ctx.model, event.name, event.function)):
+            uses.append((name, event.stmt))
+            break
+    return min(uses, key=lambda use: use[1].start, default=None)
 
 
 def _callee_loop(ctx: Context, loop: Loop, loader: str) -> Loop | None:
@@ -228,7 +338,7 @@ def _callee_loop(ctx: Context, loop: Loop, loader: str) -> Loop | None:
 _LOADER_SPELLING = re.compile(r"loader|_dl$|^dl$|train_data$|train_dataset$|data_iter$", re.I)
 
 
-def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
+def _untracked_loader(ctx: Context, settled: set[str]) -> Iterator[Diagnostic]:
     """The loader reaches the training loop through parameters, returns or attributes
     (`self.train_data`, `train(..., train_loader, sampler)`), so no variable links it to its
     DistributedSampler. When the file shows a shuffling distributed sampler, flag the training
@@ -244,6 +354,8 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
             continue
         names = [n for n in (*loop.iter.names, loop.iter.base or "") if n]
         loader = next((n for n in names if _LOADER_SPELLING.search(tail(n)) or _LOADER_SPELLING.search(n)), None)
+        if settled & set(names):
+            continue
         if loader is None or not _once_per_epoch(ctx, loop):
             continue
         message = f"`{loop.iter.text}` is sharded by a DistributedSampler but `set_epoch()` is never called: every epoch sees the same order"
@@ -258,6 +370,10 @@ def _untracked_loader(ctx: Context) -> Iterator[Diagnostic]:
             anchor, related = evidence.span, [*uses[:2], Related(loop.header, "loop over the loader")]
         else:
             anchor, related = loop.header, [Related(evidence.span, "DistributedSampler")]
+            call = next((c for c in ctx.model.calls_to.get(loop.function, []) if c.loops and c.loops[-1] in ctx.model.loops), None)
+            if call is not None:  # the per-epoch function's call in the epoch loop: where the epoch is at hand
+                epoch_loop = ctx.model.loops[call.loops[-1]]
+                anchor, related = call.stmt, [Related(loop.header, "loop over the loader"), *related, Related(epoch_loop.header, "epoch loop")]
         yield report(META, anchor, message, related=related, data={"loader": loop.iter.text})
         return
 
@@ -294,10 +410,15 @@ def _distributed_sampler_evidence(ctx: Context) -> _Evidence | None:
                     return _Evidence(event.span, event.function)
     for tloop in ctx.training.training_loops:
         fn = model.functions.get(tloop.loop.function)
-        sampler = next((p for p in fn.params if p == "sampler" or p.endswith("_sampler")), None) if fn is not None else None
+        sampler = next((p for p in fn.params if (p == "sampler" or p.endswith("_sampler")) and not _called(fn, p)), None) if fn is not None else None
         if fn is not None and sampler is not None:
             return _Evidence(fn.header, fn.qualname, parameter=True, name=sampler)
     return None
+
+
+def _called(fn: Function, name: str) -> bool:
+    """`name(...)` runs in the function: a diffusion sampler or a sampling function, no DistributedSampler."""
+    return any(e.kind is EventKind.CALL and e.name == name and not e.receiver for e in fn.events)
 
 
 def _reads(ctx: Context, name: str, function: str) -> list[Span]:

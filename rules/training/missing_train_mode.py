@@ -7,6 +7,22 @@ trains in its own body, else the batch loop nested in it or in the training func
 (`train_iter()`); the `eval()` call, the epoch loop and the start of the called training
 function (where its `train()` belongs) are related locations.
 
+An `eval()` later in the pass that nothing undoes before the next one is found the same way
+where the pass does switch modes elsewhere: walking back from the training forward through its
+own pass, then round each enclosing loop's back edge, the first mode call met on that model is
+an `eval()` (a GAN's sampling block `if step % 100 == 0: G.eval(); save_image(G(z))`, an accuracy
+pass after the batch loop while a loss evaluation inside it switches back itself, a validation
+helper that leaves the model in eval mode). That finding sits where `train()` belongs: the top of
+the loop's pass (the loop nested in it, or the start of the training function it calls), with
+the `eval()`, the end of its block, the call that runs it and the loop related. An evaluation
+followed by `break`, `return` or `raise` ends the run and is not flagged.
+
+Which module is trained comes from what each optimizer stepped in the loop owns
+(`SGD(linear_classifier.parameters())`): an `eval()` on a module no optimizer owns (a frozen
+backbone under a trained linear head) is legitimate. A module that no visible forward runs but
+an optimizer of the pass owns (`trainer = DiffusionTrainer(net_model)`; `loss = trainer(x)`) is
+walked back from the backward before that optimizer's step.
+
 Training reached only from other modules (the model a parameter, or an attribute of a trainer
 object) that sets no mode on its way is flagged when an evaluation function of the same file,
 handed the same model the same way (another function taking it as a parameter, another method of
@@ -61,9 +77,11 @@ from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity, cite_line
 from torch_preflight.core.edits import insert_statement
-from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
+from torch_preflight.core.names import tail
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel
 from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
+from torch_preflight.rules.training._mode_flow import LoopEval, Names, leaves_after, loop_evals, loop_run
 from torch_preflight.rules.training._modes import (
     first_statement,
     has_mode_layers,
@@ -85,6 +103,7 @@ META = RuleMeta(
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
     reported: set[Span] = set()
+    evaluations: set[Span] = set()  # the `eval()` calls reported, each once
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
         evals = [e for e in events if e.kind is EventKind.EVAL_MODE and not e.inner and e.receiver]
@@ -96,6 +115,11 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             receiver = _as_passed(ctx, evaluation, events) or evaluation.receiver or ""
             if not _trained(ctx, receiver, events) and not _trained(ctx, evaluation.receiver or "", events):
                 continue
+            owned = _owned(ctx, events)
+            if owned is not None and model_key(_outer_name(ctx, loop, evaluation) or receiver) not in owned:
+                continue  # no optimizer of the loop owns it: a frozen module kept in eval mode on purpose
+            if evaluation.function == loop.function and leaves_after(ctx.model, evaluation.stmt, inside=False):
+                continue  # the evaluation ends the run (`model.eval(); test(); break`): no pass trains after it
             if not has_mode_layers(ctx.model, receiver, loop.function, ctx.project):
                 continue  # no dropout or batch norm: eval mode trains exactly as train mode does
             first = _trains_after(events, evaluation)
@@ -120,11 +144,13 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             if anchor in reported:
                 break
             reported.add(anchor)
+            evaluations.add(evaluation.span)
             yield report(
                 META, anchor, message, _fix(ctx, loop, receiver, evaluation), related=related, data={"model": receiver}
             )
             break
     yield from _sibling_evaluation(ctx, reported)
+    yield from _round_the_loop(ctx, reported, evaluations)
 
 
 def _sibling_evaluation(ctx: Context, reported: set[Span]) -> Iterator[Diagnostic]:
@@ -157,6 +183,141 @@ def _sibling_evaluation(ctx: Context, reported: set[Span]) -> Iterator[Diagnosti
                      Related(first_statement(fn), f"`{fn.name}()` starts without `{name}.train()`")],
             data={"model": name},
         )
+
+
+def _round_the_loop(ctx: Context, reported: set[Span], evaluations: set[Span]) -> Iterator[Diagnostic]:
+    """An `eval()` later in the pass (a sampling block, an accuracy pass after the batch loop, an
+    evaluation helper that never switches back) that nothing undoes before the next pass reaches
+    the training forward round the loop, although the pass may set the mode elsewhere (a helper
+    called under a cadence switches back itself). Reported where `train()` belongs: the top of the
+    loop's pass, or of the training function it calls."""
+    training = ctx.training
+    looping = {loop.function for loop in ctx.model.loops.values()}  # a back edge is a loop's: its function sees the whole pass
+    for scope, fn in ctx.model.functions.items():
+        owner = ctx.model.classes.get(fn.owner or "")
+        if scope not in looping or fn.is_lambda or (owner is not None and owner.owns_loop):
+            continue
+        events = training.expanded(scope)
+        for found in loop_evals(training, scope):
+            if not _owned_or_trained(ctx, found, events) or not has_mode_layers(ctx.model, found.name, scope, ctx.project):
+                continue
+            anchor, related = _where_train_belongs(ctx, found, events)
+            if anchor in reported or found.evaluation.span in evaluations:
+                continue
+            reported.add(anchor)
+            evaluations.add(found.evaluation.span)
+            loop = ctx.model.loops.get(found.loop)
+            fix = _fix(ctx, loop, found.name, found.evaluation) if loop is not None and anchor == loop.header else None
+            caller = _evaluating_call(ctx, found)
+            what = (
+                f"`{tail(caller.name or '')}()` ({cite_line(caller.stmt.start.line)}) puts `{found.name}` in eval mode"
+                if caller is not None else f"`{found.name}.eval()` ({cite_line(found.evaluation.span.start.line)}) runs"
+            )
+            yield report(
+                META,
+                anchor,
+                f"{what} later in the same pass and nothing switches it back with `train()` before the next pass: "
+                f"from the second pass on `{found.name}` trains in eval mode",
+                fix,
+                related=related,
+                data={"model": found.name},
+            )
+
+
+def _owned_or_trained(ctx: Context, found: LoopEval, events: tuple[Event, ...]) -> bool:
+    """The forwarded model is one the loop's optimizers train: among the modules whose parameters
+    they own when every one is known (a frozen backbone no optimizer owns may stay in eval mode),
+    else by the file's other evidence (`_trained`)."""
+    first, last = loop_run(events, found.index, found.loop)
+    run = events[first : last + 1]
+    owned = _owned(ctx, run)
+    if owned is None:
+        return _trained(ctx, found.name, run) or _trained(ctx, found.forward.name or "", run)
+    return model_key(found.name) in owned
+
+
+def _outer_name(ctx: Context, loop: Loop, event: Event) -> str | None:
+    """The receiver of an event of `loop`'s iteration in the names of the loop's function."""
+    expanded = ctx.training.expanded(loop.function)
+    index = next((i for i, e in enumerate(expanded) if e.span == event.span and e.via == event.via and e.loops == event.loops), None)
+    return Names(ctx.model, expanded).outer(index, event.receiver) if index is not None else None
+
+
+def _owned(ctx: Context, events: tuple[Event, ...]) -> set[str] | None:
+    """The models whose parameters the optimizers stepped in `events` own; None when one is unknown."""
+    owned: set[str] = set()
+    for event in events:
+        optimizer = ctx.training.optimizer_of(event)
+        modules = ctx.training.owned_modules(optimizer, event.function) if optimizer else frozenset()
+        if modules is None:
+            return None
+        owned |= {model_key(m) for m in modules}
+    return owned
+
+
+def _where_train_belongs(ctx: Context, found: LoopEval, events: tuple[Event, ...]) -> tuple[Span, list[Related]]:
+    """The top of the pass that trains: a loop nested in the looping function (its header), the
+    training function the loop calls (its loop over the data, or its first statement for a step
+    function), else the loop's own header; with the `eval()`, the end of the block it opens, the
+    call that runs it and the loop as related locations."""
+    model = ctx.model
+    loop = model.loops.get(found.loop)
+    chain = [found.scope, *found.forward.via]
+    related = [Related(found.evaluation.span, "switches to eval mode"), Related(found.forward.stmt, "trains here in eval mode")]
+    end = _block_end(model, events, found.evaluation)
+    if end is not None:
+        related.append(Related(end, f"the block ends without `{found.name}.train()`"))
+    caller = _evaluating_call(ctx, found)
+    related.extend([Related(caller.stmt, "evaluates here")] if caller is not None else [])
+    if loop is None:
+        return found.forward.stmt, [r for r in related if r.span != found.forward.stmt]
+    related.append(Related(loop.header, "loop"))
+    depth = found.forward.loops.index(found.loop)
+    below = [model.loops[i] for i in found.forward.loops[depth + 1 :] if i in model.loops]
+    level = chain.index(loop.function) if loop.function in chain else len(chain)
+    # the training function the pass calls (`train_one_epoch()`, a step helper), where its `train()` may belong
+    callee = next((model.functions[q] for q in chain[level + 1 :] if q in model.functions and _trains_itself(ctx, q)), None)
+    start = (
+        [Related(first_statement(callee), f"`{callee.name}()` starts without `{found.name}.train()`")]
+        if callee is not None else []
+    )
+    if below and below[0].function == loop.function:
+        return below[0].header, [*related, *start]
+    if callee is not None and callee.qualname == chain[level + 1]:
+        inner = next((b for b in below if b.function == callee.qualname), None)
+        return (inner.header, [*related, *start]) if inner is not None else (start[0].span, related)
+    first, last = loop_run(events, found.index, found.loop)
+    top = min((e.stmt for e in events[first : last + 1] if e.function == loop.function), key=lambda span: span.start, default=None)
+    begins = [Related(top, f"the pass starts without `{found.name}.train()`")] if top not in (None, found.forward.stmt) else []
+    return loop.header, [*related[:-1], *begins, *start]
+
+
+def _evaluating_call(ctx: Context, found: LoopEval) -> Event | None:
+    """The call, made in the looping function, that runs the `eval()` (`validate(model)`); None when
+    that function calls `eval()` itself."""
+    loop = ctx.model.loops.get(found.loop)
+    functions = [found.scope, *found.evaluation.via]
+    if loop is None or loop.function not in functions:
+        return found.calls[0] if found.calls else None
+    level = functions.index(loop.function)
+    return found.calls[level] if level < len(found.calls) else None
+
+
+def _trains_itself(ctx: Context, qualname: str) -> bool:
+    expanded = ctx.training.expanded(qualname)
+    return any(e.kind is EventKind.BACKWARD for e in expanded) and any(ctx.training.optimizer_of(e) for e in expanded)
+
+
+def _block_end(model: ModuleModel, events: tuple[Event, ...], evaluation: Event) -> Span | None:
+    """The last statement of the `if` block the `eval()` runs in (its own function's), where the
+    switch back belongs when the block samples or evaluates; None outside a block or at its end."""
+    fn = model.functions.get(evaluation.function)
+    guard = evaluation.guards[-1] if evaluation.guards else None
+    if fn is None or guard is None or (fn.qualname and not fn.span.contains(guard.span)):
+        return None  # no block, or the block of a caller (`if epoch % k == 0: validate(model)`)
+    inside = [e.stmt for e in events if e.function == evaluation.function and guard in e.guards and e.via == evaluation.via]
+    last = max(inside, key=lambda span: span.end, default=None)
+    return last if last is not None and last != evaluation.stmt else None
 
 
 def _entry_training(ctx: Context) -> Iterator[tuple[str, int, Span, tuple[Event, ...]]]:
