@@ -10,7 +10,8 @@ is `Made(Kind.UNKNOWN, cls)`: known, and none of those kinds.
 `Made`, or None when one of them is unknown: the join over its assignments (in any branch), and
 for a parameter the join over the arguments every call site of the file passes for it
 (positional, keyword or the default; `self.method(...)`, `obj.method(...)` on an instance of a
-class of the file, and `Cls(...)` for `__init__`). `None` passed or defaulted adds nothing (a
+class of the file, and `Cls(...)` for `__init__`; a method only when it is private, `self._step(...)`:
+any `x.step(...)` of any module may be a public one). `None` passed or defaulted adds nothing (a
 value that is called, or whose methods are called, is not None there).
 
 A parameter is unknown when the file cannot see every caller (`callers`): the function is
@@ -28,7 +29,6 @@ level and the names they read: the statements the language server links to it by
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,6 +55,7 @@ MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "DDP", "
 _SELF_WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_"})
 _TRANSPARENT_DECORATORS = NO_GRAD_CONTEXTS | {"staticmethod", "classmethod", "torch.enable_grad"}
 _STARRED = re.compile(r"[(,]\s*\*")
+_STRINGS = re.compile("|".join((r'"""[\s\S]*?"""', r"'''[\s\S]*?'''", r'"(?:\\.|[^"\\\n])*"', r"'(?:\\.|[^'\\\n])*'", r"#[^\n]*")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,47 +238,47 @@ def _callers(model: ModuleModel, qualname: str) -> list[Event] | None:
     owner = model.classes.get(fn.owner) if fn.owner else None
     if owner is not None and owner.is_module and fn.name == "forward":
         return None  # `module(x)` runs it
-    uses = _uses(model)
-    if uses is None:
-        return None
-    called, referenced = uses
     if not fn.owner:
-        name = fn.name
-        sites = [e for e in model.calls_to.get(qualname, ()) if e.name and model.resolve_function(e.name, e.function) == qualname]
+        key = fn.name
     elif fn.name == "__init__":
         if owner is None:
             return None
-        name = owner.name
+        key = owner.name
+    elif fn.name.startswith("_"):
+        key = f".{fn.name}"
+    else:
+        return None  # `x.step(...)` anywhere may be this method, on a receiver the file cannot tell apart
+    calls, other = _occurrences(model, key, False)
+    if not calls:
+        return None
+    if not fn.owner:
+        sites = [e for e in model.calls_to.get(qualname, ()) if e.name and model.resolve_function(e.name, e.function) == qualname]
+    elif owner is not None and fn.name == "__init__":
         sites = _constructions(model, owner.qualname)
     else:
-        name = f".{fn.name}"
         sites = [e for full, e in _method_calls(model).get(fn.name, ()) if model.resolve_function(full, e.function) == qualname]
-    if name in referenced or called.get(name, 0) != len(sites):
+    if (calls, other) != (len(sites), 0):  # some mention is not a call the file's events show: in a string?
+        calls, other = _occurrences(model, key, True)
+    if other or calls != len(sites):
         # handed to something that calls it with arguments the file does not show (an engine, a
-        # thread, `partial`, a list of callbacks), or called where it cannot be told apart (a
-        # method of that name on another receiver, a call inside a comprehension)
+        # thread, `partial`, a list of callbacks, a decorator), or called where the events cannot
+        # tell it apart (another receiver, a comprehension, a same-named function)
         return None
-    if not sites or any(_STARRED.search(model.source.slice(e.span)) for e in sites):
+    if any(_STARRED.search(model.source.slice(e.span)) for e in sites):
         return None
-    if not (fn.name.startswith("_") and fn.name != "__init__") and not (fn.parent and not fn.owner) and not _reached(model, sites):
+    if not (fn.name.startswith("_") and fn.name != "__init__") and not (fn.parent and not fn.owner) and not any(not s.function or _reached(model, s.function) for s in sites):
         return None  # a public function of a module others may import
     return sites
 
 
-def _reached(model: ModuleModel, sites: list[Event], depth: int = 0) -> bool:
-    """Some call site runs from the module's own top-level code, through calls of the file."""
-    if depth > 8:
-        return False
-    for site in sites:
-        if not site.function:
-            return True
-        fn = model.functions.get(site.function)
-        if fn is None or fn.is_lambda:
-            continue
-        above = callers(model, site.function)
-        if above and _reached(model, above, depth + 1):
-            return True
-    return False
+def _reached(model: ModuleModel, qualname: str) -> bool:
+    """The function runs from the module's own top-level code, through calls of the file."""
+    memo: dict[str, bool] = model.__dict__.setdefault("_tpf_reached", {})
+    if qualname not in memo:
+        memo[qualname] = False  # a cycle reaches nothing
+        sites = callers(model, qualname)
+        memo[qualname] = bool(sites) and any(not s.function or _reached(model, s.function) for s in sites or ())
+    return memo[qualname]
 
 
 def _constructions(model: ModuleModel, cls: str) -> list[Event]:
@@ -309,32 +310,37 @@ def _method_calls(model: ModuleModel) -> dict[str, list[tuple[str, Event]]]:
     return index
 
 
-def _uses(model: ModuleModel) -> tuple[dict[str, int], frozenset[str]] | None:
-    """How the file's syntax tree uses names: (how many calls of each name, `f(...)` as `f` and
-    `x.m(...)` as `.m`; the names and attributes, as `.m`, it reads other than by calling them).
-    Memoised per model; None without a tree."""
-    if "_tpf_uses" in model.__dict__:
-        return model.__dict__["_tpf_uses"]  # type: ignore[no-any-return]
-    found: tuple[dict[str, int], frozenset[str]] | None = None
-    if model.tree is not None:
-        called: dict[str, int] = {}
-        funcs: set[int] = set()
-        referenced: set[str] = set()
-        for node in ast.walk(model.tree):  # a parent before its children
-            kind = type(node)
-            if kind is ast.Call:
-                func = node.func  # type: ignore[attr-defined]
-                funcs.add(id(func))
-                key = func.id if isinstance(func, ast.Name) else f".{func.attr}" if isinstance(func, ast.Attribute) else None
-                if key is not None:
-                    called[key] = called.get(key, 0) + 1
-            elif kind is ast.Name and id(node) not in funcs and isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
-                referenced.add(node.id)  # type: ignore[attr-defined]
-            elif kind is ast.Attribute and id(node) not in funcs and isinstance(node.ctx, ast.Load):  # type: ignore[attr-defined]
-                referenced.add(f".{node.attr}")  # type: ignore[attr-defined]
-        found = (called, frozenset(referenced))
-    model.__dict__["_tpf_uses"] = found
+def _occurrences(model: ModuleModel, key: str, code_only: bool) -> tuple[int, int]:
+    """How the file's text (`code_only`: with strings and comments left out) uses a name: (calls,
+    other uses). `key` is a plain name (`train`, `Trainer`) or an attribute (`._step`); definitions
+    are not uses. Read from the text, which is the whole file's also in the language server's
+    partial models."""
+    memo: dict[tuple[str, bool], tuple[int, int]] = model.__dict__.setdefault("_tpf_occurrences", {})
+    found = memo.get((key, code_only))
+    if found is None:
+        code: str | None = model.__dict__.get("_tpf_code") if code_only else model.source.text
+        if code is None:
+            code = model.__dict__["_tpf_code"] = _STRINGS.sub('""', model.source.text)
+        attribute = key.startswith(".")
+        calls = other = 0
+        name = key.lstrip(".")
+        start = code.find(name)
+        while start >= 0:  # str.find: a fast scan, even of a 400 kB module asked about many names
+            end = start + len(name)
+            before = code[max(0, start - 8) : start].rstrip()
+            if _word(code, start - 1) or _word(code, end) or before.endswith(("def", "class")) or before.endswith(".") != attribute:
+                pass  # part of a longer name, its definition, or an attribute of that name (a plain name of it)
+            elif code[end : end + 40].lstrip().startswith("("):
+                calls += 1
+            else:
+                other += 1
+            start = code.find(name, end)
+        found = memo[(key, code_only)] = (calls, other)
     return found
+
+
+def _word(text: str, index: int) -> bool:
+    return 0 <= index < len(text) and (text[index].isalnum() or text[index] == "_")
 
 
 def _calls_by_span(model: ModuleModel, scope: str) -> dict[tuple[int, int, int, int], Event]:

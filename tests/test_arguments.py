@@ -179,17 +179,23 @@ def test_none_adds_nothing_and_a_method_of_another_receiver_is_unknown() -> None
     m = model_of(
         """
         class Agent:
-            def act(self, policy=None):
+            def _act(self, policy=None):
                 pass
 
+            def act(self, policy):
+                pass
+
+            def run(self):
+                self._act()
+                self._act(Net())
+                self.act(Net())
+
         def main(other):
-            agent = Agent()
-            agent.act()
-            agent.act(Net())
-            other.act(make_thing())
+            other._act(make_thing())
         """
     )
-    assert callers(m, "Agent.act") is None  # `other.act(...)` may be this method, with anything
+    assert callers(m, "Agent._act") is None  # `other._act(...)` may be this method, with anything
+    assert callers(m, "Agent.act") is None  # a public method: any `x.act(...)` of any module may be it
     n = model_of(
         """
         def act(policy=None):
