@@ -181,7 +181,7 @@ def _values_of(model: ModuleModel, name: str, scope: str) -> Values:
         value = event.value
         if value is None or len(event.targets) != 1 or not event.span.contains(value.span):
             return None  # unpacked from a tuple, a `for` target: unknown
-        env = {name: so_far} if head in value.names or name == value.base else None
+        env: dict[str, Values] | None = {name: so_far} if head in value.names or name == value.base else None
         made = value_made(model, value, event.function, env)
         if made is None:
             return None
@@ -195,7 +195,10 @@ def _param_values(model: ModuleModel, qualname: str, param: str) -> Values:
     if fn is None or not sites or param not in fn.params:
         return None
     bound = 1 if fn.owner and "staticmethod" not in fn.decorators else 0
-    position = fn.params.index(param) - bound
+    # past a `*args` or a bare `*` the positions of the parameters are not those of the arguments
+    signature = "".join(model.source.line(n) for n in range(fn.header.start.line, max(fn.first_body_line, fn.header.start.line) + 1))
+    star, at = signature.find("*"), re.search(rf"\b{re.escape(param)}\b", signature)
+    position = fn.params.index(param) - bound if star < 0 or (at is not None and at.start() < star) else -1
     found: frozenset[Made] = frozenset()
     for site in sites:
         value = site.keyword(param) or (site.args[position] if 0 <= position < len(site.args) else None)

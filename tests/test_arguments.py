@@ -143,14 +143,25 @@ def test_callers_the_file_cannot_see() -> None:
         def inside(model):
             pass
 
+        def varargs(*rest, model=None):
+            pass
+
+        def keywords(model, **options):
+            pass
+
         def main():
             Engine(update)
             update(None, Net())
             args = (Net(),)
             spread(*args)
+            varargs(Plain(), Net())
+            varargs(model=Net())
+            keywords(Net(), lr=0.1)
             return [inside(x) for x in [Net()]]
         """
     )
+    assert classes(param_values(m, "varargs", "model")) == {("model", "Net")}  # `Plain()` goes to `*rest`; None adds nothing
+    assert classes(param_values(m, "keywords", "model")) == {("model", "Net")}  # before the star: positions hold
     assert callers(m, "update") is None  # handed to an engine
     assert callers(m, "spread") is None  # `*args`
     assert callers(m, "inside") is None  # called inside a comprehension, where no event records it
