@@ -426,8 +426,8 @@ class ModuleModel:
     def set_external_kind(self, oracle: Callable[[str], Kind | None] | None) -> None:
         """Install what imported callees return (see `external_kind`); the kinds memoised so far are dropped."""
         self.external_kind = oracle
-        self.__dict__.pop("_tpf_kinds", None)
-        self.__dict__.pop("_tpf_returns", None)
+        for memo in ("_tpf_kinds", "_tpf_returns", "_tpf_values", "_tpf_params"):
+            self.__dict__.pop(memo, None)
 
     @contextmanager
     def external_kinds(self) -> Iterator[None]:
@@ -457,13 +457,20 @@ class ModuleModel:
         return found
 
     def _kind_of(self, name: str, scope: str, _depth: int) -> Kind:
-        for event in reversed(self.assignments(name, scope)):
+        assigned = self.assignments(name, scope)
+        for event in reversed(assigned):
             if event.value is not None and len(event.targets) == 1:
                 kind = self.kind_of_value(event.value, event.function, _depth + 1)
                 if kind in GRAPH_KINDS and event.no_grad:
                     return Kind.DETACHED  # computed under no_grad / inference_mode: no graph, wherever it goes
                 if kind is not Kind.UNKNOWN:
                     return kind
+        if not assigned:
+            from torch_preflight.core.arguments import param_kind  # it builds on this module
+
+            passed = param_kind(self, name, scope)  # a parameter: what every caller of the file passes
+            if passed is not None:
+                return passed
         return self.kind_from_spelling(name)
 
     @staticmethod

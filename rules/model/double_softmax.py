@@ -6,7 +6,10 @@ into `NLLLoss`, and visible raw logits (a `Linear` output) into `nn.BCELoss`. It
 the value through variables and through a same-file model whose `forward` returns the
 activation, or returns it as one element of a tuple (`validity, label = discriminator(x)`),
 and a loss passed in as a parameter when every same-file call site passes the
-same kind of loss.
+same kind of loss. A criterion built in branches (`SoftTargetCrossEntropy()` with mixup,
+`LabelSmoothingCrossEntropy()` with smoothing, `CrossEntropyLoss()` otherwise) is judged by every
+value it may hold: all of timm's cross-entropies apply log_softmax too, so softmax into any of
+them is reported; one branch building something else (or something unknown) keeps it silent.
 
 ## Why is this bad?
 `CrossEntropyLoss` applies `log_softmax` itself and `BCEWithLogitsLoss` applies the
@@ -43,6 +46,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from torch_preflight.core.arguments import CRITERION_FAMILY, values_of
 from torch_preflight.core.dataflow import DataFlow, class_method, pos, span_of, walk_function
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
 from torch_preflight.core.names import dotted, tail
@@ -126,6 +130,10 @@ def _loss_kind(flow: DataFlow, call: ast.Call, scope: str) -> str | None:
         return _LOSSES.get(ctor or "") if ctor and not ctor.startswith("torch.nn.functional.") else None
     name = dotted(func)
     if name:
+        possible = values_of(flow.model, name, scope)
+        if possible:  # every value it may hold (each branch that builds it, every caller that passes it)
+            families = {_LOSSES.get(m.cls or "") or CRITERION_FAMILY.get(m.cls or "") for m in possible}
+            return families.pop() if len(families) == 1 else None
         ctor = flow.constructor(name, scope, pos(call))
         if ctor and not ctor.startswith("torch.nn.functional."):
             return _LOSSES.get(ctor)

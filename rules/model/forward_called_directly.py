@@ -13,7 +13,10 @@ Inside a module, `super().forward(...)` and `self.inner.forward(...)` in a wrapp
 normal and not flagged. The receiver must be an nn.Module: an instance of a plain class of the
 file (built in the same function or in its class's `__init__`) is not, and when the file writes
 its networks from scratch (plain classes with their own `forward` and `backward`), a receiver
-nothing identifies as a module is not flagged either.
+nothing identifies as a module is not flagged either. A parameter is a module when every caller
+of the file passes one (`select_action(policy, obs)` with `policy = Policy()`, or a
+`DistributedDataParallel(...)` of one), whatever its name; when a caller passes something else
+or something the file cannot read, or other modules may call the function, only its name speaks.
 
 ## Example
 ```python
