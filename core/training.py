@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.core.gradflow import related
+from torch_preflight.core.gradflow import parameter_owners, related
 from torch_preflight.core.names import tail
 from torch_preflight.core.program import return_kind
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
@@ -563,8 +563,23 @@ class TrainingModel:
                 built = self.model.kind_of_value(value, event.function, 1)
             if built in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.MODEL, Kind.LOADER, Kind.SCALER):
                 return True  # a factory: it builds, it does not train
-        summary = self.summary(event)
+        summary = self.summary(event) or self._method_summary(event)
         return summary is not None and not summary.partial and not summary.trains
+
+    def _method_summary(self, event: Event) -> FunctionSummary | None:
+        """The summary of a method called on an instance of a class of the user's other modules
+        (`losses = AverageMeter()` from `utils`; `losses.update(...)`): known from where it was made."""
+        receiver = event.receiver
+        if self.project is None or not receiver or "." in receiver or not event.name:
+            return None
+        assigned = self.model.assignments(receiver, event.function)
+        callees = {a.value.callee if a.value is not None else None for a in assigned}
+        callee = callees.pop() if len(callees) == 1 else None
+        if not callee or "." not in callee or not self.model.comes_from_import(callee) or callee.partition(".")[0] in _TORCH_ECOSYSTEM:
+            return None
+        found = self.project.resolve_class(self.model.path, callee)
+        method = found[1].methods.get(tail(event.name)) if found is not None else None
+        return self.project.summary(found[0], method) if found is not None and method else None
 
     # --- parameter ownership ----------------------------------------------------------
 
@@ -653,10 +668,13 @@ class TrainingModel:
         if clear.kind is not EventKind.ZERO_GRAD or not receiver or clear.name == "grad=None" or ".grad" in receiver:
             return None
         kind = self.model.kind_of(receiver, clear.function)
+        if kind is Kind.UNKNOWN:
+            with self.model.external_kinds():  # `D = models.Discriminator()` from the user's other module
+                kind = self.model.kind_of(receiver, clear.function)
         if kind is Kind.OPTIMIZER:
             return self.owned_modules(receiver, clear.function)
-        if kind is Kind.MODEL:
-            return frozenset({receiver})
+        if kind is Kind.MODEL or (kind is Kind.UNKNOWN and receiver in parameter_owners(self.model)):
+            return frozenset({receiver})  # a module: its `.parameters()` are handed out
         return None
 
     def clears_optimizer(self, clear: Event, optimizer: str, scope: str) -> bool:

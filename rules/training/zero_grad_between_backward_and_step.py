@@ -41,7 +41,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
-from torch_preflight.core.semantic import EventKind
+from torch_preflight.core.gradflow import backward_modules, related
+from torch_preflight.core.semantic import Event, EventKind
+from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
 from torch_preflight.rules.training._steps import clears, exclusive, step_units, stepped
 
@@ -65,26 +67,65 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 continue
             before = events[:index]
             # The last clear of this optimizer before the step, and a backward before it.
+            fresh = None  # a backward after the clear: the step applies its gradients
             for z_index in range(len(before) - 1, -1, -1):
                 clear = before[z_index]
                 if clear.kind is EventKind.BACKWARD:
-                    break  # a backward after any clear: gradients are fresh
+                    if fresh is not None:
+                        break
+                    fresh = clear
+                    continue
+                if training.optimizer_of(clear) and fresh is not None:
+                    break
                 if not clears(training, clear, optimizer, optimizers, step.function):
                     continue
                 if clear.inner and not clear.name == "grad=None" and not (clear.receiver or "").endswith(".grad"):
                     break
                 if not set(clear.guards) <= set(step.guards) or exclusive(clear, step):
-                    break
+                    continue  # it clears only sometimes (a filtered `p.grad = None`): an earlier clear may still wipe
                 backward = next((b for b in reversed(before[:z_index]) if b.kind is EventKind.BACKWARD), None)
                 if backward is None or exclusive(backward, step) or clear.span in seen:
                     break
+                if fresh is not None and not _wasted(training, events, backward, clear, optimizer, step.function):
+                    break
                 seen.add(clear.span)
-                yield report(
-                    META,
-                    clear.span,
-                    f"`{ctx.source.slice(clear.span)}` runs after `backward()` and before `{step.receiver}.step()`, "
-                    "so the step applies cleared gradients",
-                    related=[Related(backward.span, "backward()"), Related(step.span, "optimizer step")],
-                    data={"optimizer": optimizer},
-                )
+                yield _report(ctx, clear, backward, step, fresh, optimizer)
                 break
+
+
+def _report(ctx: Context, clear: Event, backward: Event, step: Event, fresh: Event | None, optimizer: str) -> Diagnostic:
+    cleared = ctx.source.slice(clear.span)
+    if fresh is None:
+        message = f"`{cleared}` runs after `backward()` and before `{step.receiver}.step()`, so the step applies cleared gradients"
+    else:
+        message = (
+            f"`{cleared}` wipes the gradients of `{ctx.source.slice(backward.span)}` before `{step.receiver}.step()` applies "
+            f"them: the step sees only what `{ctx.source.slice(fresh.span)}` wrote"
+        )
+    related = [Related(backward.span, "backward()"), *([Related(fresh.span, "backward() after the clear")] if fresh else []),
+               Related(step.span, "optimizer step")]
+    return report(META, clear.span, message, related=related, data={"optimizer": optimizer})
+
+
+def _wasted(training: TrainingModel, events: tuple[Event, ...], backward: Event, clear: Event, optimizer: str, scope: str) -> bool:
+    """The clear between two backward passes of one step wipes the first one's gradients unused:
+    the first writes into what the optimizer steps, and nothing between it and the clear reads
+    gradients (`x.grad` for an adversarial example, a per-loss gradient copy) or calls code that may."""
+    if backward.inner or clear.inner or exclusive(backward, clear):
+        return False
+    owned = training.owned_modules(optimizer, scope)
+    through = backward_modules(training.model, backward)
+    if owned is not None and not any(related(m, t) for m in owned for t in through):
+        return False
+    if owned is None and not through and len(stepped(training, events)) > 1:
+        return False
+    between = events[events.index(backward) + 1 : events.index(clear)]
+    for event in between:
+        if training.optimizer_of(event):
+            return False  # a step applied them
+        texts = [v.text for v in (event.value, *event.args, *(v for _, v in event.keywords)) if v is not None]
+        if any(".grad" in t or "autograd" in t for t in texts) or any(t.endswith(".grad") for t in event.targets):
+            return False
+        if event.kind is EventKind.CALL and not training.is_forward(event) and training.is_opaque(event):
+            return False
+    return True
