@@ -165,6 +165,12 @@ def _partly_cleared(
                 data={"optimizer": optimizer},
             )
             continue
+        sometimes = _cleared_sometimes(training, where, optimizer, its_steps, own, events) or _applied_twice(
+            training, where, optimizer, its_steps, events
+        )
+        if sometimes is not None:
+            yield sometimes
+            continue
         yield from _foreign_gradients(training, where, scope, optimizer, its_steps[0], events, outer)
         for step in its_steps:
             if any(not exclusive(c, step) for c in own):
@@ -180,6 +186,77 @@ def _partly_cleared(
                 related=[*(Related(c.span, "zero_grad() in the other branch") for c in own[:2]), Related(where, "training iteration")],
                 data={"optimizer": optimizer},
             )
+
+
+def _cleared_sometimes(
+    training: TrainingModel, where: Span, optimizer: str, steps: list[Event], own: list[Event], events: tuple[Event, ...]
+) -> Diagnostic | None:
+    """Every clear of the optimizer's parameters sits under an `if` that its step does not share
+    (stylegan2's `if d_regularize:` block clears before its own backward): on the iterations where
+    the condition fails, the step applies the gradients of every iteration since the last clear.
+    Steps that are themselves conditional (an accumulation cadence) are not asked."""
+    for step in steps:
+        clears = [c for c in own if not exclusive(c, step) and not c.inner]
+        if not clears or len(clears) < len([c for c in own if not exclusive(c, step)]):
+            continue
+        if any(set(c.guards) <= set(step.guards) for c in clears) or not all(set(step.guards) < set(c.guards) for c in clears):
+            continue
+        if any(g.cadence for c in clears for g in c.guards if g not in step.guards):
+            continue  # a clear on an accumulation cadence: TPF003's finding
+        backward = next((b for b in events if b.kind is EventKind.BACKWARD and not b.inner and feeds(training, events, b, step)
+                         and set(b.guards) <= set(step.guards) | set(clears[0].guards)), None)
+        if backward is None or set(clears[0].guards) <= set(backward.guards):
+            continue  # the backward runs only when the clear does
+        condition = next(g for g in clears[0].guards if g not in step.guards)
+        return report(
+            META,
+            backward.span,
+            f"`{optimizer}` steps on every pass but its gradients are cleared only under `{condition.text}`, so on the other "
+            "iterations they accumulate",
+            related=[Related(step.span, "optimizer step"), *(Related(c.span, "the only clear, conditional") for c in clears[:2]),
+                     Related(where, "training iteration")],
+            data={"optimizer": optimizer},
+        )
+    return None
+
+
+def _applied_twice(training: TrainingModel, where: Span, optimizer: str, steps: list[Event], events: tuple[Event, ...]) -> Diagnostic | None:
+    """A second step of one optimizer in the iteration (stylegan2's regularization step) with no clear
+    of its parameters since the first: it applies again what the backward before the first step
+    wrote, on top of its own backward's gradients."""
+    for step in steps[1:]:
+        at = events.index(step)
+        own: Event | None = None  # the backward this step applies
+        first: Event | None = None  # an earlier step of the optimizer
+        for event in reversed(events[:at]):
+            if event.inner or exclusive(event, step) or not set(event.guards) <= set(step.guards):
+                if event.kind is EventKind.ZERO_GRAD and training.clears_optimizer(event, optimizer, step.function):
+                    break  # a clear that may run: not known to be missing
+                continue
+            if event.kind is EventKind.ZERO_GRAD and training.clears_optimizer(event, optimizer, step.function):
+                break
+            if training.optimizer_of(event) == optimizer:
+                if own is None:
+                    break
+                first = event
+            elif event.kind is EventKind.BACKWARD and not event.no_grad:
+                if first is None:
+                    own = own or event
+                    continue
+                owned = training.owned_modules(optimizer, step.function)
+                through = backward_modules(training.model, event)
+                if owned is not None and through and not any(related(m, t) for m in owned for t in through):
+                    continue  # it wrote into other networks only
+                return report(
+                    META,
+                    own.span,
+                    f"`{optimizer}` steps twice in the iteration with no clear in between: this step applies again the gradients "
+                    f"of `{training.model.source.slice(event.span)}`, which the earlier step already applied",
+                    related=[Related(event.span, "backward() already applied"), Related(first.span, "the earlier step"),
+                             Related(step.span, "optimizer step"), Related(where, "training iteration")],
+                    data={"optimizer": optimizer},
+                )
+    return None
 
 
 def _foreign_gradients(
