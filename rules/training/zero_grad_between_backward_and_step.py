@@ -83,10 +83,11 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                     break
                 if not set(clear.guards) <= set(step.guards) or exclusive(clear, step):
                     continue  # it clears only sometimes (a filtered `p.grad = None`): an earlier clear may still wipe
-                backward = next((b for b in reversed(before[:z_index]) if b.kind is EventKind.BACKWARD), None)
+                b_index = next((k for k in range(z_index - 1, -1, -1) if before[k].kind is EventKind.BACKWARD), None)
+                backward = before[b_index] if b_index is not None else None
                 if backward is None or exclusive(backward, step) or clear.span in seen:
                     break
-                if fresh is not None and not _wasted(training, events, backward, clear, optimizer, step.function):
+                if fresh is not None and not _wasted(training, events[b_index:z_index + 1], optimizer, step.function, len(optimizers) > 1):
                     break
                 seen.add(clear.span)
                 yield _report(ctx, clear, backward, step, fresh, optimizer)
@@ -107,20 +108,21 @@ def _report(ctx: Context, clear: Event, backward: Event, step: Event, fresh: Eve
     return report(META, clear.span, message, related=related, data={"optimizer": optimizer})
 
 
-def _wasted(training: TrainingModel, events: tuple[Event, ...], backward: Event, clear: Event, optimizer: str, scope: str) -> bool:
-    """The clear between two backward passes of one step wipes the first one's gradients unused:
-    the first writes into what the optimizer steps, and nothing between it and the clear reads
-    gradients (`x.grad` for an adversarial example, a per-loss gradient copy) or calls code that may."""
+def _wasted(training: TrainingModel, events: tuple[Event, ...], optimizer: str, scope: str, several: bool) -> bool:
+    """The clear (last of `events`) between two backward passes of one step wipes the first one's
+    (first of `events`) gradients unused: the first writes into what the optimizer steps, and nothing
+    between it and the clear steps, reads gradients (`x.grad` for an adversarial example, a
+    per-loss gradient copy) or calls code that may."""
+    backward, clear = events[0], events[-1]
     if backward.inner or clear.inner or exclusive(backward, clear):
         return False
     owned = training.owned_modules(optimizer, scope)
     through = backward_modules(training.model, backward)
     if owned is not None and not any(related(m, t) for m in owned for t in through):
         return False
-    if owned is None and not through and len(stepped(training, events)) > 1:
+    if owned is None and not through and several:
         return False
-    between = events[events.index(backward) + 1 : events.index(clear)]
-    for event in between:
+    for event in events[1:-1]:
         if training.optimizer_of(event):
             return False  # a step applied them
         texts = [v.text for v in (event.value, *event.args, *(v for _, v in event.keywords)) if v is not None]
