@@ -673,8 +673,8 @@ class TrainingModel:
                 kind = self.model.kind_of(receiver, clear.function)
         if kind is Kind.OPTIMIZER:
             return self.owned_modules(receiver, clear.function)
-        if kind is Kind.MODEL or (kind is Kind.UNKNOWN and receiver in parameter_owners(self.model)):
-            return frozenset({receiver})  # a module: its `.parameters()` are handed out
+        if kind is Kind.MODEL or (kind is Kind.UNKNOWN and any(related(receiver, o) for o in parameter_owners(self.model))):
+            return frozenset({receiver})  # a module: its (or a submodule's) `.parameters()` are handed out
         return None
 
     def clears_optimizer(self, clear: Event, optimizer: str, scope: str) -> bool:
