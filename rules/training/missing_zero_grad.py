@@ -24,7 +24,15 @@ modules a backward writes into comes from the data flow of its loss (module call
 `.detach()` and `no_grad`); the check stays silent when the optimizer's own losses also run
 through the other networks (a joint loss meant for both), when `requires_grad` is toggled in
 the iteration (pix2pix's `set_requires_grad(D, False)`), and when ownership is unknown. The
-related information says where the update starts, which is where the clear belongs.
+related information says where the update starts, which is where the clear belongs. A module
+built by a class or factory of another module of the project (`D = models.Discriminator()`)
+is known as one, as is anything whose `.parameters()` the file hands out.
+
+A clear that runs only under an `if` its step does not share (a regularization block that
+clears before its own backward) leaves the other iterations uncleared, and a second step of one
+optimizer in the iteration with no clear since the first applies again what the first applied:
+both are flagged at the backward where the clear belongs. Clears on an accumulation cadence are
+TPF003's.
 
 It also asks whether every path does it: a step in the `else`
 branch of an `if` whose clear sits only in the other branch is flagged there. An ignite

@@ -1,6 +1,7 @@
 """## What it does
 Flags `zero_grad()` that runs after `backward()` and before `step()` of the same
-optimizer in one iteration, with no other `backward()` in between.
+optimizer in one iteration, with no other `backward()` in between, or between two
+`backward()` passes whose gradients that step was meant to apply.
 
 ## Why is this bad?
 `zero_grad()` wipes the gradients `backward()` just computed, so `step()` applies zero
@@ -13,6 +14,12 @@ on NaN), and clears that run only under a condition the step does not share are 
 flagged. A model's `zero_grad()` counts as clearing the optimizer when the loop steps a
 single optimizer, or when the optimizer is known to own that model's parameters
 (`netD.zero_grad()` clears what `optimizerD = Adam(netD.parameters())` steps).
+
+With two backward passes before one step (a critic's real and fake halves), a clear between
+them wipes the first half: flagged unless the first pass's gradients were read or applied
+before the clear (`x.grad` for an adversarial example, a step in between) or an unreadable call
+runs there. A conditional clear after the unconditional one (`p.grad = None` for a few
+parameters) does not excuse it.
 
 ## Example
 ```python
