@@ -72,6 +72,7 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.gradflow import backward_modules, parameter_owners, related
+from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Guard, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
@@ -209,8 +210,11 @@ def _cleared_sometimes(
             continue
         if any(set(c.guards) <= set(step.guards) for c in clears) or not all(set(step.guards) < set(c.guards) for c in clears):
             continue
-        if any(g.cadence for c in clears for g in c.guards if g not in step.guards):
+        conditions = [g for c in clears for g in c.guards if g not in step.guards]
+        if any(g.cadence for g in conditions):
             continue  # a clear on an accumulation cadence: TPF003's finding
+        if any(re.search(rf"\b{re.escape(tail(optimizer))}\b", g.text) for g in conditions):
+            continue  # `if optimizer is not None:` holds whenever the step runs
         backward = next((b for b in events if b.kind is EventKind.BACKWARD and not b.inner and feeds(training, events, b, step)
                          and set(b.guards) <= set(step.guards) | set(clears[0].guards)), None)
         if backward is None or set(clears[0].guards) <= set(backward.guards):
