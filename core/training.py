@@ -563,8 +563,27 @@ class TrainingModel:
                 built = self.model.kind_of_value(value, event.function, 1)
             if built in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.MODEL, Kind.LOADER, Kind.SCALER):
                 return True  # a factory: it builds, it does not train
+        if self._built_from_nothing(event):
+            return True
         summary = self.summary(event) or self._method_summary(event)
         return summary is not None and not summary.partial and not summary.trains
+
+    def _built_from_nothing(self, event: Event) -> bool:
+        """A method of an object made once by a call that is handed nothing but literals
+        (`losses = AverageMeter()`, `AverageMeter("Loss", ":.4e")`), given no model, optimizer or
+        loss tensor: it holds no reference to the training state, so it cannot step or clear it,
+        whatever its class (one of a module that cannot be read)."""
+        receiver = event.receiver
+        if not receiver or "." in receiver or not event.name:
+            return False
+        assigned = self.model.assignments(receiver, event.function)
+        if len(assigned) != 1 or assigned[0].value is None or len(assigned[0].targets) != 1:
+            return False
+        made = assigned[0].value
+        if not made.callee or made.receiver or len(made.calls) != 1 or set(made.names) - {made.callee.rpartition(".")[2], made.callee}:
+            return False
+        handed = (*event.args, *(v for _, v in event.keywords))
+        return all(self.model.kind_of_value(v, event.function, 1) not in (Kind.OPTIMIZER, Kind.MODEL, Kind.LOSS, Kind.OUTPUT) for v in handed)
 
     def _method_summary(self, event: Event) -> FunctionSummary | None:
         """The summary of a method called on an instance of a class of the user's other modules

@@ -150,9 +150,31 @@ def test_meters_of_a_utils_module_do_not_silence_a_missing_clear(tmp_path: Path)
     assert findings(script, without(TRAIN_EPOCH, "        optimizer.zero_grad()")) == [("TPF001", 8)]
 
 
-def test_a_meter_whose_update_trains_stays_opaque(tmp_path: Path) -> None:
-    # a class of the project whose `update` back-propagates what it is handed is training code
-    trainer = UTILS.replace("        self.count += n\n", "        self.count += n\n        val.backward()\n")
-    write(tmp_path, {"utils.py": trainer, "training.py": TRAIN_EPOCH})
+def test_meters_of_a_module_that_cannot_be_read_are_built_from_nothing(tmp_path: Path) -> None:
+    # without utils.py: `AverageMeter()` is handed nothing, so its `update` cannot step or clear
+    write(tmp_path, {"training.py": TRAIN_EPOCH})
     script = tmp_path / "training.py"
-    assert findings(script, without(TRAIN_EPOCH, "        optimizer.zero_grad()")) == []
+    assert findings(script, without(TRAIN_EPOCH, "        optimizer.zero_grad()")) == [("TPF001", 8)]
+
+
+TRACKER = """\
+class Tracker:
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def update(self, val, n=1):
+        self.optimizer.zero_grad()
+"""
+
+
+def test_an_object_whose_update_clears_stays_opaque(tmp_path: Path) -> None:
+    # built with the optimizer, and its class (read from utils.py) clears it: not a meter
+    text = without(TRAIN_EPOCH, "        optimizer.zero_grad()").replace(
+        "    accuracies = AverageMeter()\n", "    accuracies = Tracker(optimizer)\n"
+    ).replace("from utils import AverageMeter, calculate_accuracy", "from utils import AverageMeter, Tracker, calculate_accuracy")
+    write(tmp_path, {"utils.py": UTILS + "\n\n" + TRACKER, "training.py": text})
+    assert findings(tmp_path / "training.py", text) == []
+    # the same class without the clear: known not to train
+    quiet = TRACKER.replace("        self.optimizer.zero_grad()\n", "        self.last = val\n")
+    write(tmp_path, {"utils.py": UTILS + "\n\n" + quiet})
+    assert findings(tmp_path / "training.py", text) == [("TPF001", 8)]
