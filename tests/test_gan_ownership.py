@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from torch_preflight.core.config import Config
+from torch_preflight.core.incremental import parse_statements
 from torch_preflight.core.project import Project
 from torch_preflight.core.semantic import EventKind, build
 from torch_preflight.core.source import SourceText
-from torch_preflight.core.incremental import parse_statements
 from torch_preflight.core.training import TrainingModel
 
 from torch_preflight.analyze import analyze
@@ -169,9 +169,13 @@ class Tracker:
 
 def test_an_object_whose_update_clears_stays_opaque(tmp_path: Path) -> None:
     # built with the optimizer, and its class (read from utils.py) clears it: not a meter
-    text = without(TRAIN_EPOCH, "        optimizer.zero_grad()").replace(
-        "    accuracies = AverageMeter()\n", "    accuracies = Tracker(optimizer)\n"
-    ).replace("from utils import AverageMeter, calculate_accuracy", "from utils import AverageMeter, Tracker, calculate_accuracy")
+    text = (
+        without(TRAIN_EPOCH, "        optimizer.zero_grad()")
+        .replace("    accuracies = AverageMeter()\n", "    accuracies = Tracker(optimizer)\n")
+        .replace(
+            "from utils import AverageMeter, calculate_accuracy", "from utils import AverageMeter, Tracker, calculate_accuracy"
+        )
+    )
     write(tmp_path, {"utils.py": UTILS + "\n\n" + TRACKER, "training.py": text})
     assert findings(tmp_path / "training.py", text) == []
     # the same class without the clear: known not to train

@@ -174,9 +174,7 @@ def _partly_cleared(
                 data={"optimizer": optimizer},
             )
             continue
-        sometimes = _cleared_sometimes(training, where, optimizer, its_steps, own, events) or _applied_twice(
-            training, where, optimizer, its_steps, events
-        )
+        sometimes = _cleared_sometimes(training, where, optimizer, its_steps, own, events) or _applied_twice(training, where, optimizer, events)
         if sometimes is not None:
             yield sometimes
             continue
@@ -232,12 +230,13 @@ def _cleared_sometimes(
     return None
 
 
-def _applied_twice(training: TrainingModel, where: Span, optimizer: str, steps: list[Event], events: tuple[Event, ...]) -> Diagnostic | None:
+def _applied_twice(training: TrainingModel, where: Span, optimizer: str, events: tuple[Event, ...]) -> Diagnostic | None:
     """A second step of one optimizer in the iteration (stylegan2's regularization step) with no clear
     of its parameters since the first: it applies again what the backward before the first step
     wrote, on top of its own backward's gradients."""
-    for step in steps[1:]:
-        at = events.index(step)
+    positions = [k for k, e in enumerate(events) if not e.inner and training.optimizer_of(e) == optimizer]
+    for at in positions[1:]:
+        step = events[at]
         own: Event | None = None  # the backward this step applies
         first: Event | None = None  # an earlier step of the optimizer
         for event in reversed(events[:at]):
@@ -252,7 +251,7 @@ def _applied_twice(training: TrainingModel, where: Span, optimizer: str, steps: 
                     break
                 first = event
             elif event.kind is EventKind.BACKWARD and not event.no_grad:
-                if first is None:
+                if first is None or own is None:
                     own = own or event
                     continue
                 owned = training.owned_modules(optimizer, step.function)
