@@ -580,7 +580,7 @@ class TrainingModel:
         if len(assigned) != 1 or assigned[0].value is None or len(assigned[0].targets) != 1:
             return False
         made = assigned[0].value
-        if not made.callee or made.receiver or len(made.calls) != 1 or set(made.names) - {made.callee.rpartition(".")[2], made.callee}:
+        if not made.callee or made.receiver or len(made.calls) != 1 or set(made.names) - {made.callee.rpartition(".")[2], made.callee.partition(".")[0]}:
             return False
         handed = (*event.args, *(v for _, v in event.keywords))
         return all(self.model.kind_of_value(v, event.function, 1) not in (Kind.OPTIMIZER, Kind.MODEL, Kind.LOSS, Kind.OUTPUT) for v in handed)
