@@ -310,10 +310,14 @@ def _foreign_gradients(
     }
     for index, hit, wrapped in foreign[:1]:
         backward = events[index]
-        if not all(cleared[m] for m in hit) or not _kept_apart(training, events, index, owned, own_modules):
+        if not all(cleared[m] for m in hit):
+            continue
+        if not _kept_apart(training, events, index, owned, own_modules) and not _consumed(training, events, index, hit):
             continue
         modules = ", ".join(f"`{m}`" for m in hit)
         own = next((b for k, b in enumerate(events) if k > index and b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)), None)
+        if own is None and wrapped:  # the step's own backward comes first in the iteration
+            own = next((b for k, b in enumerate(events[:at]) if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)), None)
         start = _after_steps(training, events, index, (*outer, *(own or step).guards))
         if start is None or wrapped:
             start = _update_start(training, events, own or step, frozenset(hit), outer)
@@ -345,6 +349,17 @@ def _kept_apart(training: TrainingModel, events: tuple[Event, ...], index: int, 
             return False
         others |= {m for m in modules if not any(related(m, o) for o in owned)}
     return not any(related(a, b) for a in others for b in own_modules)
+
+
+def _consumed(training: TrainingModel, events: tuple[Event, ...], index: int, hit: list[str]) -> bool:
+    """A step that the backward at `index` feeds already applied its gradients to `hit` (an InfoGAN's
+    information optimizer, which owns the generator too): no joint loss can mean them for another step."""
+    function = events[index].function
+    for other in _fed_by(training, events, index):
+        modules = training.owned_modules(other, next((e.function for e in events if training.optimizer_of(e) == other), function))
+        if modules is not None and any(related(m, o) for m in hit for o in modules):
+            return True
+    return False
 
 
 def _touches_requires_grad(event: Event) -> bool:
