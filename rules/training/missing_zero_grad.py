@@ -22,7 +22,9 @@ through the discriminator (`g_loss = bce(D(G(z)), valid)`) writes into `D` too, 
 `D` placed before that backward leaves the generator's gradients in `D`'s next step. Which
 modules a backward writes into comes from the data flow of its loss (module calls, cut by
 `.detach()` and `no_grad`); the check stays silent when the optimizer's own losses also run
-through the other networks (a joint loss meant for both), when `requires_grad` is toggled in
+through the other networks (a joint loss meant for both, unless a step of an optimizer that
+owns the module too already applied that loss, as an InfoGAN's information step does), when
+`requires_grad` is toggled in
 the iteration (pix2pix's `set_requires_grad(D, False)`), and when ownership is unknown. The
 related information says where the update starts, which is where the clear belongs. A module
 built by a class or factory of another module of the project (`D = models.Discriminator()`)
