@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.core.gradflow import related
+from torch_preflight.core.gradflow import parameter_owners, related
 from torch_preflight.core.names import tail
 from torch_preflight.core.program import return_kind
 from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop, ModuleModel, Value
@@ -594,8 +594,42 @@ class TrainingModel:
                 built = self.model.kind_of_value(value, event.function, 1)
             if built in (Kind.OPTIMIZER, Kind.SCHEDULER, Kind.MODEL, Kind.LOADER, Kind.SCALER):
                 return True  # a factory: it builds, it does not train
-        summary = self.summary(event)
+        if self._built_from_nothing(event):
+            return True
+        summary = self.summary(event) or self._method_summary(event)
         return summary is not None and not summary.partial and not summary.trains
+
+    def _built_from_nothing(self, event: Event) -> bool:
+        """A method of an object made once by a call that is handed nothing but literals
+        (`losses = AverageMeter()`, `AverageMeter("Loss", ":.4e")`), given no model, optimizer or
+        loss tensor: it holds no reference to the training state, so it cannot step or clear it,
+        whatever its class (one of a module that cannot be read)."""
+        receiver = event.receiver
+        if not receiver or "." in receiver or not event.name:
+            return False
+        assigned = self.model.assignments(receiver, event.function)
+        if len(assigned) != 1 or assigned[0].value is None or len(assigned[0].targets) != 1:
+            return False
+        made = assigned[0].value
+        if not made.callee or made.receiver or len(made.calls) != 1 or set(made.names) - {made.callee.rpartition(".")[2], made.callee.partition(".")[0]}:
+            return False
+        handed = (*event.args, *(v for _, v in event.keywords))
+        return all(self.model.kind_of_value(v, event.function, 1) not in (Kind.OPTIMIZER, Kind.MODEL, Kind.LOSS, Kind.OUTPUT) for v in handed)
+
+    def _method_summary(self, event: Event) -> FunctionSummary | None:
+        """The summary of a method called on an instance of a class of the user's other modules
+        (`losses = AverageMeter()` from `utils`; `losses.update(...)`): known from where it was made."""
+        receiver = event.receiver
+        if self.project is None or not receiver or "." in receiver or not event.name:
+            return None
+        assigned = self.model.assignments(receiver, event.function)
+        callees = {a.value.callee if a.value is not None else None for a in assigned}
+        callee = callees.pop() if len(callees) == 1 else None
+        if not callee or "." not in callee or not self.model.comes_from_import(callee) or callee.partition(".")[0] in _TORCH_ECOSYSTEM:
+            return None
+        found = self.project.resolve_class(self.model.path, callee)
+        method = found[1].methods.get(tail(event.name)) if found is not None else None
+        return self.project.summary(found[0], method) if found is not None and method else None
 
     # --- parameter ownership ----------------------------------------------------------
 
@@ -684,10 +718,13 @@ class TrainingModel:
         if clear.kind is not EventKind.ZERO_GRAD or not receiver or clear.name == "grad=None" or ".grad" in receiver:
             return None
         kind = self.model.kind_of(receiver, clear.function)
+        if kind is Kind.UNKNOWN:
+            with self.model.external_kinds():  # `D = models.Discriminator()` from the user's other module
+                kind = self.model.kind_of(receiver, clear.function)
         if kind is Kind.OPTIMIZER:
             return self.owned_modules(receiver, clear.function)
-        if kind is Kind.MODEL:
-            return frozenset({receiver})
+        if kind is Kind.MODEL or (kind is Kind.UNKNOWN and any(related(receiver, o) for o in parameter_owners(self.model))):
+            return frozenset({receiver})  # a module: its (or a submodule's) `.parameters()` are handed out
         return None
 
     def clears_optimizer(self, clear: Event, optimizer: str, scope: str) -> bool:

@@ -59,8 +59,10 @@ def clears(training: TrainingModel, event: Event, optimizer: str, optimizers: li
         return len(optimizers) == 1
     if event.receiver == optimizer:
         return True
-    if len(optimizers) == 1:
-        return training.model.kind_of(event.receiver, event.function) is Kind.MODEL
+    if len(optimizers) == 1 and training.model.kind_of(event.receiver, event.function) is Kind.MODEL:
+        return True
+    # known to own what the clear resets (`optimizer.zero_grad()` at the call of `do_step(optimizer)`,
+    # whose parameter `opt` owns the same model)
     owned = training.owned_modules(optimizer, scope if scope is not None else event.function)
     cleared = training.cleared_modules(event)
     return owned is not None and cleared is not None and training.clears_optimizer(event, optimizer, scope or event.function)

@@ -22,9 +22,19 @@ through the discriminator (`g_loss = bce(D(G(z)), valid)`) writes into `D` too, 
 `D` placed before that backward leaves the generator's gradients in `D`'s next step. Which
 modules a backward writes into comes from the data flow of its loss (module calls, cut by
 `.detach()` and `no_grad`); the check stays silent when the optimizer's own losses also run
-through the other networks (a joint loss meant for both), when `requires_grad` is toggled in
+through the other networks (a joint loss meant for both, unless a step of an optimizer that
+owns the module too already applied that loss, as an InfoGAN's information step does), when
+`requires_grad` is toggled in
 the iteration (pix2pix's `set_requires_grad(D, False)`), and when ownership is unknown. The
-related information says where the update starts, which is where the clear belongs.
+related information says where the update starts, which is where the clear belongs. A module
+built by a class or factory of another module of the project (`D = models.Discriminator()`)
+is known as one, as is anything whose `.parameters()` the file hands out.
+
+A clear that runs only under an `if` its step does not share (a regularization block that
+clears before its own backward) leaves the other iterations uncleared, and a second step of one
+optimizer in the iteration with no clear since the first applies again what the first applied:
+both are flagged at the backward where the clear belongs. Clears on an accumulation cadence are
+TPF003's.
 
 It also asks whether every path does it: a step in the `else`
 branch of an `if` whose clear sits only in the other branch is flagged there. An ignite
@@ -64,6 +74,7 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.gradflow import backward_modules, parameter_owners, related
+from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Guard, Loop
 from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
@@ -165,6 +176,10 @@ def _partly_cleared(
                 data={"optimizer": optimizer},
             )
             continue
+        sometimes = _cleared_sometimes(training, where, optimizer, its_steps, own, events) or _applied_twice(training, where, optimizer, events)
+        if sometimes is not None:
+            yield sometimes
+            continue
         yield from _foreign_gradients(training, where, scope, optimizer, its_steps[0], events, outer)
         for step in its_steps:
             if any(not exclusive(c, step) for c in own):
@@ -180,6 +195,81 @@ def _partly_cleared(
                 related=[*(Related(c.span, "zero_grad() in the other branch") for c in own[:2]), Related(where, "training iteration")],
                 data={"optimizer": optimizer},
             )
+
+
+def _cleared_sometimes(
+    training: TrainingModel, where: Span, optimizer: str, steps: list[Event], own: list[Event], events: tuple[Event, ...]
+) -> Diagnostic | None:
+    """Every clear of the optimizer's parameters sits under an `if` that its step does not share
+    (stylegan2's `if d_regularize:` block clears before its own backward): on the iterations where
+    the condition fails, the step applies the gradients of every iteration since the last clear.
+    Steps that are themselves conditional (an accumulation cadence) are not asked."""
+    for step in steps:
+        clears = [c for c in own if not exclusive(c, step) and not c.inner]
+        if not clears or len(clears) < len([c for c in own if not exclusive(c, step)]):
+            continue
+        if any(set(c.guards) <= set(step.guards) for c in clears) or not all(set(step.guards) < set(c.guards) for c in clears):
+            continue
+        conditions = [g for c in clears for g in c.guards if g not in step.guards]
+        if any(g.cadence for g in conditions):
+            continue  # a clear on an accumulation cadence: TPF003's finding
+        if any(re.search(rf"\b{re.escape(tail(optimizer))}\b", g.text) for g in conditions):
+            continue  # `if optimizer is not None:` holds whenever the step runs
+        backward = next((b for b in events if b.kind is EventKind.BACKWARD and not b.inner and feeds(training, events, b, step)
+                         and set(b.guards) <= set(step.guards) | set(clears[0].guards)), None)
+        if backward is None or set(clears[0].guards) <= set(backward.guards):
+            continue  # the backward runs only when the clear does
+        condition = next(g for g in clears[0].guards if g not in step.guards)
+        return report(
+            META,
+            backward.span,
+            f"`{optimizer}` steps on every pass but its gradients are cleared only under `{condition.text}`, so on the other "
+            "iterations they accumulate",
+            related=[Related(step.span, "optimizer step"), *(Related(c.span, "the only clear, conditional") for c in clears[:2]),
+                     Related(where, "training iteration")],
+            data={"optimizer": optimizer},
+        )
+    return None
+
+
+def _applied_twice(training: TrainingModel, where: Span, optimizer: str, events: tuple[Event, ...]) -> Diagnostic | None:
+    """A second step of one optimizer in the iteration (stylegan2's regularization step) with no clear
+    of its parameters since the first: it applies again what the backward before the first step
+    wrote, on top of its own backward's gradients."""
+    positions = [k for k, e in enumerate(events) if not e.inner and training.optimizer_of(e) == optimizer]
+    for at in positions[1:]:
+        step = events[at]
+        own: Event | None = None  # the backward this step applies
+        first: Event | None = None  # an earlier step of the optimizer
+        for event in reversed(events[:at]):
+            if event.inner or exclusive(event, step) or not set(event.guards) <= set(step.guards):
+                if event.kind is EventKind.ZERO_GRAD and training.clears_optimizer(event, optimizer, step.function):
+                    break  # a clear that may run: not known to be missing
+                continue
+            if event.kind is EventKind.ZERO_GRAD and training.clears_optimizer(event, optimizer, step.function):
+                break
+            if training.optimizer_of(event) == optimizer:
+                if own is None:
+                    break
+                first = event
+            elif event.kind is EventKind.BACKWARD and not event.no_grad:
+                if first is None or own is None:
+                    own = own or event
+                    continue
+                owned = training.owned_modules(optimizer, step.function)
+                through = backward_modules(training.model, event)
+                if owned is not None and through and not any(related(m, t) for m in owned for t in through):
+                    continue  # it wrote into other networks only
+                return report(
+                    META,
+                    own.span,
+                    f"`{optimizer}` steps twice in the iteration with no clear in between: this step applies again the gradients "
+                    f"of `{training.model.source.slice(event.span)}`, which the earlier step already applied",
+                    related=[Related(event.span, "backward() already applied"), Related(first.span, "the earlier step"),
+                             Related(step.span, "optimizer step"), Related(where, "training iteration")],
+                    data={"optimizer": optimizer},
+                )
+    return None
 
 
 def _foreign_gradients(
@@ -222,10 +312,14 @@ def _foreign_gradients(
     }
     for index, hit, wrapped in foreign[:1]:
         backward = events[index]
-        if not all(cleared[m] for m in hit) or not _kept_apart(training, events, index, owned, own_modules):
+        if not all(cleared[m] for m in hit):
+            continue
+        if not _kept_apart(training, events, index, owned, own_modules) and not _consumed(training, events, index, hit):
             continue
         modules = ", ".join(f"`{m}`" for m in hit)
         own = next((b for k, b in enumerate(events) if k > index and b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)), None)
+        if own is None and wrapped:  # the step's own backward comes first in the iteration
+            own = next((b for k, b in enumerate(events[:at]) if b.kind is EventKind.BACKWARD and optimizer in _fed_by(training, events, k)), None)
         start = _after_steps(training, events, index, (*outer, *(own or step).guards))
         if start is None or wrapped:
             start = _update_start(training, events, own or step, frozenset(hit), outer)
@@ -257,6 +351,17 @@ def _kept_apart(training: TrainingModel, events: tuple[Event, ...], index: int, 
             return False
         others |= {m for m in modules if not any(related(m, o) for o in owned)}
     return not any(related(a, b) for a in others for b in own_modules)
+
+
+def _consumed(training: TrainingModel, events: tuple[Event, ...], index: int, hit: list[str]) -> bool:
+    """A step that the backward at `index` feeds already applied its gradients to `hit` (an InfoGAN's
+    information optimizer, which owns the generator too): no joint loss can mean them for another step."""
+    function = events[index].function
+    for other in _fed_by(training, events, index):
+        modules = training.owned_modules(other, next((e.function for e in events if training.optimizer_of(e) == other), function))
+        if modules is not None and any(related(m, o) for m in hit for o in modules):
+            return True
+    return False
 
 
 def _touches_requires_grad(event: Event) -> bool:
