@@ -100,7 +100,9 @@ _BUILTINS = frozenset(dir(builtins))
 _CREATE_GRAPH = re.compile(r"\bcreate_graph\s*=\s*True\b")
 
 
-@dataclass(frozen=True, slots=True)
+# Value, Guard and Context: not `frozen` (never assigned to all the same), as Event below and
+# core.source.Position; `unsafe_hash` keeps the field-wise hash.
+@dataclass(slots=True, unsafe_hash=True)
 class Value:
     """A summary of an expression."""
 
@@ -117,7 +119,7 @@ class Value:
     is_binop: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Guard:
     text: str
     span: Span
@@ -125,7 +127,7 @@ class Guard:
     negated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Context:
     name: str  # resolved qualified name, or dotted text for a method (accelerator.accumulate)
     span: Span
@@ -1093,7 +1095,7 @@ def _torch_nn_class(name: str) -> bool:
 
 def _has_multiline_strings(node: ast.AST) -> bool:
     """A string or f-string spanning lines inside `node` (re-indenting the block would change it)."""
-    for n in ast.walk(node):
+    for n in breadth_first(node):
         if isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes))):
             if n.end_lineno != n.lineno:
                 return True
@@ -1101,8 +1103,9 @@ def _has_multiline_strings(node: ast.AST) -> bool:
 
 
 def _has_modulo(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node)) or any(
-        isinstance(n, ast.Name) and ("accum" in n.id.lower() or n.id.lower().startswith("should_step")) for n in ast.walk(node)
+    nodes = breadth_first(node)
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in nodes) or any(
+        isinstance(n, ast.Name) and ("accum" in n.id.lower() or n.id.lower().startswith("should_step")) for n in nodes
     )
 
 

@@ -349,8 +349,11 @@ def probe(mod: Module, variant: int) -> Tensor | None:
     return None
 
 
-def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int, steps: int) -> list[list[ShapeMismatch]]:
-    it, _ = _interpreter(model, tree, None, steps)
+def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int, steps: int, ran: Interpreter | None = None) -> list[list[ShapeMismatch]]:
+    """The mismatches of each model of the file on probe input `variant`, in a run of the script with a
+    budget of `steps`. `ran`: an interpreter that has run the script already (without an input shape), as
+    a fresh one with this budget would have, and is not used again (see `_reusable`)."""
+    it = ran if ran is not None else _interpreter(model, tree, None, steps)[0]
     results: list[list[ShapeMismatch]] = []
     try:
         models = _models(it)
@@ -390,6 +393,18 @@ def check_shapes(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, .
         return []
 
 
+def _reusable(it: Interpreter, input_shape: tuple[int, ...] | None, steps: int) -> Interpreter | None:
+    """The script's interpreter `it`, left as a fresh run with a budget of `steps` would leave it, when
+    that run would be the same: no input shape was given (the probes run without one) and the script
+    ran to its end in fewer steps (the interpreter is deterministic, and its budget is the only thing
+    that tells the two apart). None otherwise: the probe runs the script again."""
+    used = it.max_steps - it.steps_left
+    if input_shape is not None or it.out_of_budget or used >= steps:
+        return None
+    it.max_steps, it.steps_left = steps, steps - used
+    return it
+
+
 def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None, steps: int) -> list[ShapeMismatch]:
     it, checker = _interpreter(model, tree, input_shape, steps // 2)
     found = list(checker.found)
@@ -401,7 +416,8 @@ def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | 
         except Budget:
             pass  # what was proven before the budget ran out stands
         found.extend(f for f in checker.found if f not in found)
-    first, second = _probe_findings(model, tree, 0, steps // 4), _probe_findings(model, tree, 1, steps // 4)
+    first = _probe_findings(model, tree, 0, steps // 4, _reusable(it, input_shape, steps // 4))
+    second = _probe_findings(model, tree, 1, steps // 4)
     for a, b in zip(first, second, strict=False):
         keys = {_key(m) for m in b}
         found.extend(replace(m, input_shape=None) for m in a if _key(m) in keys)  # the probe's shape is not the user's
