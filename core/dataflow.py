@@ -598,7 +598,7 @@ class DataFlow:
             return out
         if isinstance(expr, (ast.Lambda, ast.FunctionDef)):
             return out
-        for child in ast.iter_child_nodes(expr):
+        for child in child_nodes(expr):
             if isinstance(child, (ast.expr, ast.comprehension, ast.keyword, ast.slice)):  # type: ignore[attr-defined]
                 out = out | self.info(child, scope, depth + 1)
         return out
@@ -1145,7 +1145,7 @@ def walk_function(fn: ast.AST) -> Iterator[ast.AST]:
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        stack.extend(reversed(child_nodes(node)))
 
 
 _CONVERSIONS = frozenset({"int", "float", "round"})

@@ -686,14 +686,20 @@ class _Builder:
         self.stmt: Span | None = None
         self.string_lines: set[int] = set()
         self._callees: dict[int, tuple[ast.Call, tuple[str | None, str | None, str | None]]] = {}  # `callee` by node (the entry keeps it alive)
+        self._spans: dict[int, tuple[ast.AST, Span]] = {}  # `span` by node (the entry keeps it alive)
 
     # positions
     def span(self, node: ast.AST) -> Span:
-        line = node.lineno - 1  # type: ignore[attr-defined]
-        end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
-        col = self.source.char_col(line, node.col_offset)  # type: ignore[attr-defined]
-        end_col = self.source.char_col(end_line, getattr(node, "end_col_offset", None) or 0)
-        return Span.of(line, col, end_line, end_col)
+        """The node's span, kept per node: a call is asked for its span as an event, as a value and
+        as a statement."""
+        found = self._spans.get(id(node))
+        if found is None or found[0] is not node:
+            line = node.lineno - 1  # type: ignore[attr-defined]
+            end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
+            col = self.source.char_col(line, node.col_offset)  # type: ignore[attr-defined]
+            end_col = self.source.char_col(end_line, getattr(node, "end_col_offset", None) or 0)
+            found = self._spans[id(node)] = (node, Span.of(line, col, end_line, end_col))
+        return found[1]
 
     def text(self, node: ast.AST) -> str:
         return self.source.slice(self.span(node))
@@ -842,7 +848,7 @@ class _Builder:
                 self.expr(node.value)
                 self.emit(EventKind.RETURN, node, value=self.value(node.value))
         else:
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.expr(child)
 
