@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from torch_preflight import main as entry
 
 ROOT = Path(__file__).parent.parent
