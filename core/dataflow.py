@@ -94,7 +94,7 @@ def end(node: ast.AST) -> _Pos:
     return (node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)  # hashed by identity; never assigned to (not `frozen`: see Info)
 class Def:
     name: str
     scope: str
@@ -189,6 +189,7 @@ class DataFlow:
         self.fits: list[tuple[str, str, _Pos, ast.Call]] = []  # (object, scope, where, the fit call)
         self._parts: list[_Part] | None = None  # the pieces of `_index_reusing`, in order
         self._parents: dict[int, dict[int, ast.AST]] = {}  # `parents` by statement index, without pieces
+        self._whole: dict[str, list[ast.AST]] = {}  # `nodes_where` by key without pieces ("": every node)
         self._part_of: dict[int, _Part] = {}  # id of a piece's scope (its module-level one too) -> the piece
         self._sides_arise: bool | None = None  # `sides_arise`, computed on first use
         self._split_points: list[tuple[ast.expr, str, ast.AST]] | None = None  # `split_points`, found on first use
@@ -445,9 +446,15 @@ class DataFlow:
         tree = self.model.tree
         if tree is None:
             return []
-        if self._parts is None:
-            return [n for n in breadth_first(tree) if keep(n)]
-        found: list[ast.AST] = []
+        if self._parts is None:  # one walk of the whole tree, kept for every key, and each key's answer
+            found = self._whole.get(key)
+            if found is None:
+                nodes = self._whole.get("")
+                if nodes is None:
+                    nodes = self._whole[""] = breadth_first(tree)
+                found = self._whole[key] = [n for n in nodes if keep(n)]
+            return list(found)
+        found = []
         for stmt, part in zip(tree.body, self._parts, strict=True):
             if not part.members:
                 found.extend(self._memo(key, part, stmt, lambda s: [n for n in breadth_first(s) if keep(n)]))
@@ -591,7 +598,7 @@ class DataFlow:
             return out
         if isinstance(expr, (ast.Lambda, ast.FunctionDef)):
             return out
-        for child in ast.iter_child_nodes(expr):
+        for child in child_nodes(expr):
             if isinstance(child, (ast.expr, ast.comprehension, ast.keyword, ast.slice)):  # type: ignore[attr-defined]
                 out = out | self.info(child, scope, depth + 1)
         return out
@@ -1127,7 +1134,7 @@ def class_method(flow: DataFlow, cls: str, method: str) -> ast.FunctionDef | ast
 
 
 def _parent_map(root: ast.AST) -> dict[int, ast.AST]:
-    return {id(child): parent for parent in ast.walk(root) for child in ast.iter_child_nodes(parent)}
+    return {id(child): parent for parent in breadth_first(root) for child in child_nodes(parent)}
 
 
 def walk_function(fn: ast.AST) -> Iterator[ast.AST]:
@@ -1138,7 +1145,7 @@ def walk_function(fn: ast.AST) -> Iterator[ast.AST]:
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        stack.extend(reversed(child_nodes(node)))
 
 
 _CONVERSIONS = frozenset({"int", "float", "round"})

@@ -8,6 +8,7 @@ Nothing is imported: this is pure bookkeeping over the syntax tree.
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 
@@ -123,7 +124,7 @@ def _statements(tree: ast.AST) -> Iterator[ast.AST]:
     while todo:
         node = todo.popleft()
         yield node
-        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCKS))
+        todo.extend(child for child in child_nodes(node) if isinstance(child, _BLOCKS))
 
 
 # Fields that never hold a node (names, numbers, flags), per node class: the walks below skip them.
@@ -141,31 +142,95 @@ _CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {
 }
 
 
+_SINGLE, _MANY, _MANY_OR_NONE = 0, 1, 2
+_SCALAR_TYPES = frozenset({"identifier", "int", "string", "constant"})
+_SIGNATURE = re.compile(r"(\w+)\((.*)\)")
+
+
+def _node_fields(cls: type[ast.AST]) -> tuple[tuple[str, int], ...] | None:
+    """The fields of a node class that hold nodes, each as (name, how): one node or None (`_SINGLE`), a
+    list of nodes (`_MANY`), or a list that may hold None (`_MANY_OR_NONE`: a dict display's keys with
+    `**`, the defaults of keyword-only arguments), read from the class's signature in the grammar
+    (`Call(expr func, expr* args, keyword* keywords)`). None when the class has no such signature (an
+    abstract class, a deprecated alias): the walks then test every field's value."""
+    doc = cls.__doc__ or ""
+    match = _SIGNATURE.fullmatch(doc)
+    if match is None:
+        return () if doc == cls.__name__ and not cls._fields else None  # `Load`, `Pass`: no fields
+    declared = [part.split() for part in match.group(2).split(",") if part.strip()]
+    if match.group(1) != cls.__name__ or tuple(name for _, name in declared) != cls._fields:
+        return None
+    fields: list[tuple[str, int]] = []
+    for kind, name in declared:
+        if kind.rstrip("*?") in _SCALAR_TYPES:
+            continue
+        if not kind.endswith("*"):
+            fields.append((name, _SINGLE))
+        elif (cls, name) in ((ast.Dict, "keys"), (ast.arguments, "kw_defaults")):
+            fields.append((name, _MANY_OR_NONE))
+        else:
+            fields.append((name, _MANY))
+    return tuple(fields)
+
+
+_NODE_FIELDS: dict[type[ast.AST], tuple[tuple[str, int], ...]] = {
+    cls: fields for cls in _node_classes(ast.AST) if (fields := _node_fields(cls)) is not None
+}
+
+
+def _children_by_value(node: ast.AST, into: list[ast.AST]) -> None:
+    """The children of a node of a class without a signature, testing each field's value."""
+    for name in _CHILD_FIELDS.get(type(node), node._fields):
+        child = getattr(node, name, None)
+        if isinstance(child, ast.AST):
+            into.append(child)
+        elif isinstance(child, list):
+            into.extend(c for c in child if isinstance(c, ast.AST))
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """`list(ast.iter_child_nodes(node))`, the same nodes in the same order, without its two
     generators: the model and the data-flow index visit every node of a file."""
     found: list[ast.AST] = []
-    for name in _CHILD_FIELDS.get(type(node), node._fields):
+    fields = _NODE_FIELDS.get(type(node))
+    if fields is None:
+        _children_by_value(node, found)
+        return found
+    for name, how in fields:
         child = getattr(node, name, None)
-        if isinstance(child, ast.AST):
-            found.append(child)
-        elif isinstance(child, list):
-            found.extend(c for c in child if isinstance(c, ast.AST))
+        if how == _SINGLE:
+            if child is not None:
+                found.append(child)
+        elif how == _MANY:
+            if child:
+                found.extend(child)
+        elif child:
+            found.extend(c for c in child if c is not None)
     return found
 
 
 def breadth_first(node: ast.AST) -> list[ast.AST]:
-    """`list(ast.walk(node))`: the same nodes in the same order (a value's summary walks its whole expression)."""
+    """`list(ast.walk(node))`: the same nodes in the same order (a value's summary walks its whole expression).
+    Each class's node-holding fields come from its signature (`_NODE_FIELDS`), so no value is tested."""
     nodes = [node]
-    append = nodes.append
+    append, extend = nodes.append, nodes.extend
+    table = _NODE_FIELDS
     i = 0
     while i < len(nodes):
         sub = nodes[i]
         i += 1
-        for name in _CHILD_FIELDS.get(type(sub), sub._fields):
+        fields = table.get(type(sub))
+        if fields is None:
+            _children_by_value(sub, nodes)
+            continue
+        for name, how in fields:
             child = getattr(sub, name, None)
-            if isinstance(child, ast.AST):
-                append(child)
-            elif isinstance(child, list):
-                nodes.extend(c for c in child if isinstance(c, ast.AST))
+            if how == _SINGLE:
+                if child is not None:
+                    append(child)
+            elif how == _MANY:
+                if child:
+                    extend(child)
+            elif child:
+                extend(c for c in child if c is not None)
     return nodes

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch_preflight.core.names import ImportMap
+from torch_preflight.core.names import ImportMap, breadth_first
 from torch_preflight.core.parse import parse
 from torch_preflight.core.program import FunctionSummary, Program, SummaryStore, decorator_disables_grad
 from torch_preflight.core.semantic import ClassInfo, ModuleModel, build
@@ -252,7 +252,7 @@ class Project:
             model = None
         else:
             self._parsed.move_to_end(key)
-            model = build(_slice(parsed.tree, name), parsed.source, path, imports=parsed.imports)
+            model = build(_slice(parsed.tree, name, parsed.mentions), parsed.source, path, imports=parsed.imports)
         self._slices[slice_key] = model
         return model
 
@@ -336,6 +336,9 @@ class _Parsed:
     source: SourceText
     tree: ast.Module
     imports: ImportMap
+    # `_mentions` of each top-level statement (by index), for every slice of this module: a module that
+    # many functions are sliced from is walked once per statement, not once per slice
+    mentions: dict[int, tuple[set[str], set[str]]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, source: SourceText) -> _Parsed:
@@ -343,7 +346,7 @@ class _Parsed:
         return cls(source, tree, ImportMap.from_tree(tree))
 
 
-def _slice(tree: ast.Module, name: str) -> ast.Module:
+def _slice(tree: ast.Module, name: str, memo: dict[int, tuple[set[str], set[str]]] | None = None) -> ast.Module:
     """The statements of `tree` that questions about its top-level function `name` can reach.
 
     The model resolves callees, classes, kinds and re-exports by name (through the whole module's
@@ -354,8 +357,17 @@ def _slice(tree: ast.Module, name: str) -> ast.Module:
     reached through the instance) or derives from it, else with its methods' bodies left out (their
     names, parameters and decorators stay, so `is_module`, `methods` and bases read the same).
     What the slice cannot answer alike are questions about the module as a whole (who calls `name`,
-    what the module body runs), which no question about a callee asks."""
+    what the module body runs), which no question about a callee asks. `memo`: `_mentions` of the
+    top-level statements by index, kept between slices of the same tree (never changed by a caller)."""
     body = tree.body
+    memo = {} if memo is None else memo
+
+    def mentions(index: int) -> tuple[set[str], set[str]]:
+        found = memo.get(index)
+        if found is None:
+            found = memo[index] = _mentions(body[index])
+        return found
+
     if not _defines_function(body, name):
         return ast.Module(body=[stmt for stmt in body if isinstance(stmt, _IMPORTS)], type_ignores=[])  # only a re-export counts
     by_name: dict[str, list[int]] = {}
@@ -363,7 +375,7 @@ def _slice(tree: ast.Module, name: str) -> ast.Module:
         if isinstance(stmt, _DEFS):
             by_name.setdefault(stmt.name, []).append(index)
         elif not isinstance(stmt, _IMPORTS):
-            for mentioned in _mentions(stmt)[0]:
+            for mentioned in mentions(index)[0]:
                 by_name.setdefault(mentioned, []).append(index)
     kept: dict[int, bool] = {i: True for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}  # index -> whole
     seen: dict[str, bool] = {name: True}  # name -> called (a class reached through it is kept whole)
@@ -376,7 +388,7 @@ def _slice(tree: ast.Module, name: str) -> ast.Module:
             if kept.get(index, False) or (index in kept and not whole):
                 continue
             kept[index] = whole
-            names, called = _mentions_of_header(stmt) if isinstance(stmt, ast.ClassDef) and not whole else _mentions(stmt)
+            names, called = _mentions_of_header(stmt) if isinstance(stmt, ast.ClassDef) and not whole else mentions(index)
             for mentioned in names:
                 upgrade = mentioned in called or (isinstance(stmt, ast.ClassDef) and whole and mentioned in _base_names(stmt))
                 if mentioned not in seen or (upgrade and not seen[mentioned]):
@@ -445,7 +457,7 @@ def _mentions(node: ast.AST) -> tuple[set[str], set[str]]:
     """Every name a statement reads, binds or defines, at any depth; and those it calls."""
     found: set[str] = set()
     called: set[str] = set()
-    for sub in ast.walk(node):
+    for sub in breadth_first(node):
         if isinstance(sub, ast.Name):
             found.add(sub.id)
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):

@@ -100,7 +100,9 @@ _BUILTINS = frozenset(dir(builtins))
 _CREATE_GRAPH = re.compile(r"\bcreate_graph\s*=\s*True\b")
 
 
-@dataclass(frozen=True, slots=True)
+# Value, Guard and Context: not `frozen` (never assigned to all the same), as Event below and
+# core.source.Position; `unsafe_hash` keeps the field-wise hash.
+@dataclass(slots=True, unsafe_hash=True)
 class Value:
     """A summary of an expression."""
 
@@ -117,7 +119,7 @@ class Value:
     is_binop: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Guard:
     text: str
     span: Span
@@ -125,7 +127,7 @@ class Guard:
     negated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Context:
     name: str  # resolved qualified name, or dotted text for a method (accelerator.accumulate)
     span: Span
@@ -691,14 +693,20 @@ class _Builder:
         self.stmt: Span | None = None
         self.string_lines: set[int] = set()
         self._callees: dict[int, tuple[ast.Call, tuple[str | None, str | None, str | None]]] = {}  # `callee` by node (the entry keeps it alive)
+        self._spans: dict[int, tuple[ast.AST, Span]] = {}  # `span` by node (the entry keeps it alive)
 
     # positions
     def span(self, node: ast.AST) -> Span:
-        line = node.lineno - 1  # type: ignore[attr-defined]
-        end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
-        col = self.source.char_col(line, node.col_offset)  # type: ignore[attr-defined]
-        end_col = self.source.char_col(end_line, getattr(node, "end_col_offset", None) or 0)
-        return Span.of(line, col, end_line, end_col)
+        """The node's span, kept per node: a call is asked for its span as an event, as a value and
+        as a statement."""
+        found = self._spans.get(id(node))
+        if found is None or found[0] is not node:
+            line = node.lineno - 1  # type: ignore[attr-defined]
+            end_line = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
+            col = self.source.char_col(line, node.col_offset)  # type: ignore[attr-defined]
+            end_col = self.source.char_col(end_line, getattr(node, "end_col_offset", None) or 0)
+            found = self._spans[id(node)] = (node, Span.of(line, col, end_line, end_col))
+        return found[1]
 
     def text(self, node: ast.AST) -> str:
         return self.source.slice(self.span(node))
@@ -847,7 +855,7 @@ class _Builder:
                 self.expr(node.value)
                 self.emit(EventKind.RETURN, node, value=self.value(node.value))
         else:
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.expr(child)
 
@@ -1100,7 +1108,7 @@ def _torch_nn_class(name: str) -> bool:
 
 def _has_multiline_strings(node: ast.AST) -> bool:
     """A string or f-string spanning lines inside `node` (re-indenting the block would change it)."""
-    for n in ast.walk(node):
+    for n in breadth_first(node):
         if isinstance(n, ast.JoinedStr) or (isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes))):
             if n.end_lineno != n.lineno:
                 return True
@@ -1108,8 +1116,9 @@ def _has_multiline_strings(node: ast.AST) -> bool:
 
 
 def _has_modulo(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node)) or any(
-        isinstance(n, ast.Name) and ("accum" in n.id.lower() or n.id.lower().startswith("should_step")) for n in ast.walk(node)
+    nodes = breadth_first(node)
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in nodes) or any(
+        isinstance(n, ast.Name) and ("accum" in n.id.lower() or n.id.lower().startswith("should_step")) for n in nodes
     )
 
 

@@ -349,8 +349,18 @@ def probe(mod: Module, variant: int) -> Tensor | None:
     return None
 
 
-def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int, steps: int) -> list[list[ShapeMismatch]]:
-    it, _ = _interpreter(model, tree, None, steps)
+def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int, steps: int, ran: Interpreter | None = None) -> list[list[ShapeMismatch]]:
+    """The mismatches of each model of the file on probe input `variant`, in a run of the script with a
+    budget of `steps`. `ran`: an interpreter that has run the script already (without an input shape), as
+    a fresh one with this budget would have, and is not used again (see `_reusable`)."""
+    it = ran if ran is not None else _interpreter(model, tree, None, steps)[0]
+    try:
+        return _probe_models(it, variant)
+    finally:
+        _release(it)
+
+
+def _probe_models(it: Interpreter, variant: int) -> list[list[ShapeMismatch]]:
     results: list[list[ShapeMismatch]] = []
     try:
         models = _models(it)
@@ -374,6 +384,13 @@ def _probe_findings(model: ModuleModel, tree: ast.Module, variant: int, steps: i
     return results
 
 
+def _release(it: Interpreter) -> None:
+    """Drop what an interpreter holds once its findings are read. Its objects point at each other (and
+    at the model and its tree), so without this the whole run, the model and the tree outlive the check
+    until the cyclic collector scans them all (a third of the collector's work in a run of the CLI)."""
+    it.__dict__.clear()
+
+
 def _key(m: ShapeMismatch) -> tuple[Any, ...]:
     return (m.span, m.kind, m.expected, m.actual)
 
@@ -390,8 +407,20 @@ def check_shapes(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, .
         return []
 
 
-def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None, steps: int) -> list[ShapeMismatch]:
-    it, checker = _interpreter(model, tree, input_shape, steps // 2)
+def _reusable(it: Interpreter, input_shape: tuple[int, ...] | None, steps: int) -> Interpreter | None:
+    """The script's interpreter `it`, left as a fresh run with a budget of `steps` would leave it, when
+    that run would be the same: no input shape was given (the probes run without one) and the script
+    ran to its end in fewer steps (the interpreter is deterministic, and its budget is the only thing
+    that tells the two apart). None otherwise: the probe runs the script again."""
+    used = it.max_steps - it.steps_left
+    if input_shape is not None or it.out_of_budget or used >= steps:
+        return None
+    it.max_steps, it.steps_left = steps, steps - used
+    return it
+
+
+def _script_findings(it: Interpreter, checker: ShapeChecker, input_shape: tuple[int, ...] | None) -> list[ShapeMismatch]:
+    """The mismatches of the script's own run, then of its models on the configured input shape."""
     found = list(checker.found)
     if input_shape is not None:
         try:
@@ -401,7 +430,17 @@ def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | 
         except Budget:
             pass  # what was proven before the budget ran out stands
         found.extend(f for f in checker.found if f not in found)
-    first, second = _probe_findings(model, tree, 0, steps // 4), _probe_findings(model, tree, 1, steps // 4)
+    return found
+
+
+def _check(model: ModuleModel, tree: ast.Module, input_shape: tuple[int, ...] | None, steps: int) -> list[ShapeMismatch]:
+    it, checker = _interpreter(model, tree, input_shape, steps // 2)
+    try:
+        found = _script_findings(it, checker, input_shape)
+        first = _probe_findings(model, tree, 0, steps // 4, _reusable(it, input_shape, steps // 4))
+    finally:
+        _release(it)
+    second = _probe_findings(model, tree, 1, steps // 4)
     for a, b in zip(first, second, strict=False):
         keys = {_key(m) for m in b}
         found.extend(replace(m, input_shape=None) for m in a if _key(m) in keys)  # the probe's shape is not the user's

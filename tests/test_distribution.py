@@ -60,7 +60,7 @@ def test_names_and_rule_pages_in_sdist_and_wheel(built: tuple[Path, Path]) -> No
         entry_points = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert in_sdist == pages and in_wheel == pages
     assert f"Name: {DIST}\n" in metadata
-    assert "torch-preflight = torch_preflight.main:main" in entry_points
+    assert "torch-preflight = torch_preflight.main:run" in entry_points
     assert not [n for n in names if n.split("/")[0] not in ("torch_preflight",) and ".dist-info/" not in n]
 
 

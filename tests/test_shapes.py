@@ -85,3 +85,48 @@ def test_budget_bounds_an_unrolled_model(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_budget_is_a_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
     _, small = _check(UNROLLED, monkeypatch, steps=4_000)
     assert small <= 4_000 * 1.1 + 4
+
+
+def _fixture_shapes(path: str, reuse: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], int]:
+    """(mismatches of a file, how many times the script was interpreted), with the first probe reusing the
+    script's run (as `check_shapes` does) or forced to run the script again (as it did before)."""
+    runs = [0]
+    original = shapes._interpreter
+
+    def counted(*args: object) -> object:
+        runs[0] += 1
+        return original(*args)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(shapes, "_interpreter", counted)
+        if not reuse:
+            patch.setattr(shapes, "_reusable", lambda *args: None)
+        source = SourceText(open(path, encoding="utf-8").read())
+        tree = parse(source).tree
+        found = shapes.check_shapes(build(tree, source, path), tree, None)
+    return [repr(m) for m in found], runs[0]
+
+
+def test_first_probe_reuses_the_script_run_with_the_same_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first probe continues the script's own run when a fresh run with the probe's budget would be the
+    same (no input shape, the script ran to its end within the probe's budget): every TPF501 fixture and
+    every estimator example gives the same mismatches, and the script is interpreted twice instead of three
+    times there; an unrolled model that runs out of budget is interpreted three times, as before."""
+    from pathlib import Path
+
+    root = Path(__file__).parent
+    files = sorted(str(p) for p in (*(root / "fixtures" / "TPF501").glob("*.py"), *(root.parent / "examples").rglob("*.py")))
+    reused = 0
+    for path in files:
+        new, new_runs = _fixture_shapes(path, True, monkeypatch)
+        old, old_runs = _fixture_shapes(path, False, monkeypatch)
+        assert new == old, path
+        assert old_runs == 3
+        reused += new_runs == 2
+    assert reused >= 5
+    with monkeypatch.context() as patch:
+        runs = [0]
+        original = shapes._interpreter
+        patch.setattr(shapes, "_interpreter", lambda *a: (runs.__setitem__(0, runs[0] + 1), original(*a))[1])
+        _check(UNROLLED, patch)
+        assert runs[0] == 3

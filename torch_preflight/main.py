@@ -8,8 +8,10 @@ pays for pygls, and `server` never pays for the reporters.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 SERVER_MODULES = ("torch_preflight.server.cli", "torch_preflight.server.__main__")
 
@@ -45,4 +47,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     return cli_main(args)
 
 
-__all__ = ["main"]
+# The commands that leave without tearing the interpreter down (see `run`): those that run no user
+# code, start no server and leave nothing to clean up but memory.
+FAST_EXIT = frozenset({"check"})
+
+
+def run() -> NoReturn:
+    """The `torch-preflight` command and `python -m torch_preflight`: `main()` on the command line, then
+    exit. After `check`, the process leaves with `os._exit` once its output is flushed, as mypy does:
+    Python's own shutdown frees every object the run made, one by one, and runs a last collection over
+    them (0.09-0.14 s of CPU after checking 97 files, 4-5% of the run), all for memory that the
+    operating system takes back at once. Anything else, or an output that cannot be flushed (a closed
+    pipe), exits the normal way."""
+    code = main()
+    if sys.argv[1:2] and sys.argv[1] in FAST_EXIT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: Python's own exit reports it, as before
+            raise SystemExit(code) from None
+        os._exit(code)
+    raise SystemExit(code)
+
+
+__all__ = ["main", "run"]
