@@ -74,8 +74,9 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import indent_unit, wrap_block
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._evaluation import returns_no_graph, trains
+from torch_preflight.rules.training._evaluation import region_start, returns_no_graph, trains
 from torch_preflight.rules.training._modes import first_statement
 
 META = RuleMeta(
@@ -98,15 +99,17 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     # Everything but `_read_by_backward` depends only on the loop's function and what it
     # reaches by name: a loop memo, which the language server carries over unrelated edits.
     memo = ctx.training.loop_memo("TPF007.finding")
+    reported: set[Span] = set()
     for loop in ctx.model.loops.values():
         entry = memo.get(loop.id)
         if entry is None or entry[0] != ctx.source.newline:  # the fix's line endings
             entry = memo[loop.id] = (ctx.source.newline, *_candidate(ctx, loop))
         _, diagnostic, containers, own_layers = entry
-        if diagnostic is None or _read_by_backward(ctx, containers, loop.function):
-            continue
+        if diagnostic is None or diagnostic.span in reported or _read_by_backward(ctx, containers, loop.function):
+            continue  # (several inner loops of one evaluation report its outer loop once)
         if own_layers and _called_under_no_grad(ctx, loop):
             continue  # read outside the memo: the calls it looks for may be in any statement of the module
+        reported.add(diagnostic.span)
         yield diagnostic
     yield from _engine_steps(ctx)
 
@@ -131,12 +134,15 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     runs = forwards[0].name or _callee(ctx, forwards[0])
     entry, into = _uncovered_entry(ctx, loop.function)
     if into is None:
+        # the outermost loop whose every pass evaluates too: `no_grad` belongs around it
+        outer, _ = region_start(ctx.model, loop, lambda above: training.grad_enabled_at(above) and _evaluation(ctx, above, training.iteration(above)) is not None)
+        inner = [Related(loop.header, "inner loop")] if outer is not loop else []
         diagnostic = report(
             META,
-            loop.header,
+            outer.header,
             f"Loop runs `{runs}` forward without `torch.no_grad()`; autograd records a graph it never uses",
-            _fix(ctx, loop),
-            related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop.function)],
+            _fix(ctx, outer),
+            related=[*inner, Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop.function)],
         )
     else:  # the evaluation starts in a caller: the call there is what `no_grad` must cover
         site = ctx.model.functions[entry]

@@ -98,7 +98,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, trains
+from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, handed_over, region_start, trains
 from torch_preflight.rules.training._modes import (
     DEFAULT,
     TRAIN,
@@ -222,15 +222,18 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 setters = [Related(setter.span, "training mode set here")] if setter is not None else []
                 yield _at_entry(ctx, entry, into, name, [Related(loop.header, "evaluation loop"), Related(forwards[0].span, "model forward"), *setters])
             continue
+        _, start = region_start(ctx.model, loop, lambda above: _may_evaluate(ctx, above, training.iteration(above)))
         related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
+        if start != loop.header:
+            related.insert(0, Related(loop.header, "evaluation loop"))
         if into is not None:
             related.append(Related(into.span, "called here with the model in training mode"))
         entries.add((loop.function, model_key(name)))
         yield report(
             META,
-            loop.header,
+            start,
             f"Evaluation loop runs `{name}` without `{name}.eval()`: {_reason(ctx, mode, sibling)}, so dropout and batch norm behave as in training",
-            _fix(ctx, loop, name, events),
+            _fix(ctx, start.start.line, name, events),
             related=related,
             data={"model": name},
         )
@@ -598,7 +601,8 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
         if (entry, model_key(name)) in entries:
             continue
         entries.add((entry, model_key(name)))
-        if entry != qualname and into is not None:  # its eval() belongs in `entry`, not in this helper
+        if into is not None and (entry != qualname or handed_over(training, into, qualname)):
+            # its eval() belongs in `entry`, not in this helper; in a step function an engine runs, at its start
             setters = [Related(setter.span, "training mode set here")] if setter is not None else []
             yield _at_entry(ctx, entry, into, name, [Related(forwards[0].span, "model forward"), *setters])
             continue
@@ -753,8 +757,10 @@ def _over_eval_data(ctx: Context, loop: Loop) -> bool:
     return False
 
 
-def _fix(ctx: Context, loop: Loop, name: str, events: tuple[Event, ...]) -> Fix | None:
+def _fix(ctx: Context, line: int, name: str, events: tuple[Event, ...]) -> Fix | None:
+    """`name.eval()` inserted at `line`, where the evaluation region starts."""
     if any(e.kind is EventKind.ASSIGN and name in e.targets for e in events):
         return None
-    edit = insert_statement(ctx.source, loop.span.start.line, loop.indent, f"{name}.eval()")
+    text = ctx.source.line(line)
+    edit = insert_statement(ctx.source, line, text[: len(text) - len(text.lstrip())], f"{name}.eval()")
     return Fix(f"Insert `{name}.eval()` before the loop", (edit,), Applicability.UNSAFE)
