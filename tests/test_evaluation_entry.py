@@ -7,10 +7,10 @@ from __future__ import annotations
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import parse_statements
 from torch_preflight.core.project import Project
-from torch_preflight.core.semantic import EventKind, build
+from torch_preflight.core.semantic import EventKind, Kind, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.core.training import TrainingModel
-from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, returns_no_graph, trains
+from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, handed_over, returns_no_graph, trains
 from torch_preflight.rules.training._modes import TRAIN, mode_trace
 
 from torch_preflight.analyze import analyze
@@ -180,3 +180,42 @@ def main(model, loader, optimizer):
 """
     codes = [d.code for d in analyze(text, "train.py", Config(select=("TPF007",))).diagnostics]
     assert codes == ["TPF007"]
+
+
+def test_a_model_moved_right_after_its_constructor_is_a_model() -> None:
+    """`G = Generator().cuda()`: what the constructor makes, not what the name says."""
+    training = training_model(
+        "import torch.nn as nn\n\n\nclass Generator(nn.Module):\n    pass\n\n\n"
+        "G = Generator().cuda()\nH = nn.DataParallel(Generator()).to('cuda')\nn = len([1]).real\n"
+    )
+    assert training.model.kind_of("G", "") is Kind.MODEL
+    assert training.model.kind_of("H", "") is Kind.MODEL
+    assert training.model.kind_of("n", "") is not Kind.MODEL
+
+
+def test_an_engine_step_handed_to_a_factory_is_its_own_entry() -> None:
+    text = """\
+import torch
+from ignite.engine import Engine
+
+
+def create_evaluator(model):
+    @torch.no_grad()
+    def evaluate_step(engine, batch):
+        return model(batch)
+
+    return Engine(evaluate_step)
+
+
+def helper(model, x):
+    return model(x)
+
+
+def outer(model, x):
+    return helper(model, x)
+"""
+    training = training_model(text)
+    [handed] = training.model.calls_to["create_evaluator.evaluate_step"]
+    [called] = training.model.calls_to["helper"]
+    assert handed_over(training, handed, "create_evaluator.evaluate_step")
+    assert not handed_over(training, called, "helper")

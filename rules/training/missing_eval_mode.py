@@ -89,6 +89,7 @@ trains again must switch back with `model.train()` (TPF009 reports when it does 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 
@@ -184,8 +185,26 @@ def _handed_in(ctx: Context, event: Event, lambda_only: bool = False) -> bool:
         if event.name in fn.params:
             default = fn.defaults.get(event.name)
             return default.text.lstrip().startswith("lambda") if default is not None else not lambda_only
+        bound = [e.value.text for e in fn.events if e.kind is EventKind.ASSIGN and e.function == fn.qualname
+                 and e.targets == (event.name,) and e.value is not None]
+        if bound:  # a local: handed in when every binding takes a function from the caller's settings
+            return all(_lambda_default(text) for text in bound)
         fn = ctx.model.functions.get(fn.parent) if fn.parent else None
     return False
+
+
+def _lambda_default(text: str) -> bool:
+    """`text` is a lookup in the caller's settings that falls back to a lambda
+    (`config.get("model_output_transform", lambda x: x)`, `getattr(cfg, "transform", lambda x: x)`):
+    a function, whatever it is named, not a module."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    if not isinstance(node, ast.Call) or not node.args and not node.keywords:
+        return False
+    fallback = node.keywords[-1].value if node.keywords and node.keywords[-1].arg == "default" else node.args[-1] if len(node.args) >= 2 else None
+    return isinstance(fallback, ast.Lambda)
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
@@ -486,7 +505,9 @@ def _result_trained_on(ctx: Context, call: Event) -> bool:
     position = events.index(call)
     # after it: the rest of the function, and the part of the pass of its innermost loop before it (the next pass)
     after = [*events[position + 1 :], *(e for e in events[:position] if call.loops and call.loops[-1] in e.loops)]
-    return any(e.kind is not EventKind.BACKWARD and targets & set(e.value.names if e.value else ()) for e in after) and any(
+    # (the names read in the caller's own scope: a callee's `x_fake` is another variable)
+    return any(e.kind is not EventKind.BACKWARD and e.function == call.function and targets & set(e.value.names if e.value else ())
+               for e in after) and any(
         e.kind is EventKind.BACKWARD for e in after
     )
 
