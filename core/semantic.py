@@ -545,6 +545,8 @@ class ModuleModel:
             return Kind.MODEL
         if callee.startswith(("torchvision.models.", "timm.create_model")):
             return Kind.MODEL
+        if callee.startswith("numpy."):
+            return Kind.DETACHED  # numpy refuses a tensor that requires grad: what it computes carries no graph
         if callee in ("float", "int", "len", "round", "bool"):
             return Kind.SCALAR
         if callee == "torch.autograd.grad" and _CREATE_GRAPH.search(value.text):

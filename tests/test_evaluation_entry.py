@@ -219,3 +219,10 @@ def outer(model, x):
     [called] = training.model.calls_to["helper"]
     assert handed_over(training, handed, "create_evaluator.evaluate_step")
     assert not handed_over(training, called, "helper")
+
+
+def test_what_numpy_computes_carries_no_graph() -> None:
+    """numpy refuses a tensor that requires grad: `np.mean(accs)` hands no graph out of its function."""
+    training = training_model("import numpy as np\nimport torch\n\n\ndef f(accs):\n    m = np.mean(accs)\n    t = torch.stack(accs)\n    return m, t\n")
+    assert training.model.kind_of("m", "f") is Kind.DETACHED
+    assert training.model.kind_of("t", "f") is not Kind.DETACHED
