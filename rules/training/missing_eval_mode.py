@@ -201,10 +201,10 @@ def _lambda_default(text: str) -> bool:
         node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
         return False
-    if not isinstance(node, ast.Call) or not node.args and not node.keywords:
+    if not isinstance(node, ast.Call):
         return False
-    fallback = node.keywords[-1].value if node.keywords and node.keywords[-1].arg == "default" else node.args[-1] if len(node.args) >= 2 else None
-    return isinstance(fallback, ast.Lambda)
+    fallbacks = [k.value for k in node.keywords if k.arg == "default"] + node.args[1:][-1:]
+    return any(isinstance(fallback, ast.Lambda) for fallback in fallbacks)
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
