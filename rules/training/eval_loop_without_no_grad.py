@@ -34,7 +34,11 @@ A helper whose result is a plain number (`total_loss / num_batches` summed from 
 a container returned as numpy) feeds no backward pass, whoever calls it. When the loop is reached
 through a caller that does not train (`evaluate_model()` calling `calc_loss_loader()` twice, called
 from the training loop), the finding sits at that caller's first call, where `no_grad` must
-start, with the loop, the forward and the function to decorate related. A parameter that every
+start, with the loop, the forward and the function to decorate related. Nested loops of one
+evaluation (a memory bank filled batch by batch, crop by crop) are reported once, at the outermost
+loop of the function whose every pass evaluates, which the fix wraps; the inner loop is related.
+A list the evaluation summarises with numpy (`return np.mean(top1_acc)`) hands no graph out, so a
+training function's list of the same name does not silence it. A parameter that every
 call of the file fills with a module runs a model (`validate(loader, model, linear_classifier)`).
 A timing loop that repeats one input counts when its function starts by putting the model in eval
 mode (`model.eval()`, then `for i in range(50): model(images)`). An ignite evaluator step

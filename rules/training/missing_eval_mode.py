@@ -17,12 +17,17 @@ file it is handed to (`greedy_decode(model, ...)`), and when a callable the func
 applied to it (`model_fn(model, x)`, as in ignite's step factories). `model.module.train()` sets
 the mode of the network behind DataParallel / DistributedDataParallel.
 
-The finding sits on the evaluation loop (or the forward); its related locations name the call that
+The finding sits where the evaluation region starts: the outermost statement of the function around
+the evaluation loop (the `with torch.no_grad():` opened for it, or the loop), or the forward; its
+related locations name the loop, the forward, the call that
 left the model in training mode, the call that entered the evaluation and, when the evaluation
 function sets no mode itself, its first statement: where its `eval()` belongs. When training code
 enters the evaluation through a function that reaches the loop through helpers
 (`evaluate_model()` calling `calc_loss_loader()`), the finding sits at that function's first
-statement, with the helper's loop related.
+statement, with the helper's loop related. A step function a factory hands to an engine
+(`Engine(evaluate_step)` in `create_evaluator()`) runs alone, so the finding sits at the step's
+first statement, not the factory's; a callable taken from the settings with a lambda fallback
+(`config.get("model_output_transform", lambda x: x)`) is no model.
 
 Code that training calls after it trained (or in a loop whose pass trains) and that keeps what a
 no_grad forward computes is an evaluation whatever it is called (`visualize_results()` sampling
