@@ -10,7 +10,14 @@ from torch_preflight.core.project import Project
 from torch_preflight.core.semantic import EventKind, Kind, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.core.training import TrainingModel
-from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, handed_over, returns_no_graph, trains
+from torch_preflight.rules.training._evaluation import (
+    after_training,
+    evaluation_entry,
+    handed_over,
+    region_start,
+    returns_no_graph,
+    trains,
+)
 from torch_preflight.rules.training._modes import TRAIN, mode_trace
 
 from torch_preflight.analyze import analyze
@@ -226,3 +233,41 @@ def test_what_numpy_computes_carries_no_graph() -> None:
     training = training_model("import numpy as np\nimport torch\n\n\ndef f(accs):\n    m = np.mean(accs)\n    t = torch.stack(accs)\n    return m, t\n")
     assert training.model.kind_of("m", "f") is Kind.DETACHED
     assert training.model.kind_of("t", "f") is not Kind.DETACHED
+
+
+REGION = """\
+import torch
+
+
+def fill(loader, crops, model):
+    n = 0
+    with torch.no_grad():
+        for x in loader:
+            for c in crops:
+                model(x[c])
+
+
+def epochs(loader, val_loader, model, opt):
+    for epoch in range(3):
+        for x in loader:
+            model(x).sum().backward()
+            opt.step()
+        with torch.no_grad():
+            for x in val_loader:
+                model(x)
+"""
+
+
+def test_the_evaluation_region_starts_at_the_outermost_statement_that_only_evaluates() -> None:
+    training = training_model(REGION)
+    model = training.model
+    lines = REGION.splitlines()
+    inner = next(loop for loop in model.loops.values() if lines[loop.header.start.line].strip() == "for c in crops:")
+    outer, start = region_start(model, inner, lambda loop: True)
+    assert lines[outer.header.start.line].strip() == "for x in loader:"
+    assert lines[start.start.line].strip() == "with torch.no_grad():" and start.start.line == 5
+    val = next(loop for loop in model.loops.values() if lines[loop.header.start.line].strip() == "for x in val_loader:")
+    trains_too = lambda loop: not any(e.kind is EventKind.BACKWARD for e in training.iteration(loop))  # noqa: E731
+    outer, start = region_start(model, val, trains_too)
+    assert outer is val  # not the epoch loop, whose pass trains
+    assert start.start.line == 16  # the `with` inside the epoch loop, not anything above it
