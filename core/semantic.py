@@ -94,6 +94,7 @@ OPTIMIZER_CLASS = re.compile(r"^(SGD|Adam|AdamW|Adamax|NAdam|RAdam|Adagrad|Adade
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 # Factories named for what they return, trusted only when the callee cannot be read (a tie-break).
 _FACTORY = re.compile(r"^_*(create|get|build|make|init|setup|configure|construct|prepare)_?(?P<what>optimi[sz]ers?|optim|lr_scheduler|scheduler|model|net|network)$", re.I)
+_CONSTRUCTED = re.compile(r"([A-Za-z_][\w.]*)\(.*\)", re.S)  # a receiver that is a plain call: `Net(cfg)`
 _WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_", "module"})
 _DETACHING = frozenset({"item", "detach", "tolist", "numpy", "detach_", "__float__"})
 _BUILTINS = frozenset(dir(builtins))
@@ -497,6 +498,10 @@ class ModuleModel:
             if value.method in _DETACHING:
                 return Kind.SCALAR if value.method in ("item", "tolist") else Kind.DETACHED
             if value.method in _WRAPPERS and value.receiver:
+                built = _CONSTRUCTED.fullmatch(value.receiver)
+                callee = next((c for c in value.calls if built and tail(c) == tail(built.group(1))), None)
+                if callee is not None:  # `Generator().cuda()`: what the constructor makes
+                    return self.kind_of_callee(Value(value.receiver, value.span, callee=callee), scope, _depth + 1)
                 return self.kind_of(value.receiver, scope, _depth + 1)
             if value.method == "step":
                 return Kind.UNKNOWN
@@ -549,6 +554,8 @@ class ModuleModel:
             return Kind.MODEL
         if callee.startswith(("torchvision.models.", "timm.create_model")):
             return Kind.MODEL
+        if callee.startswith("numpy."):
+            return Kind.DETACHED  # numpy refuses a tensor that requires grad: what it computes carries no graph
         if callee in ("float", "int", "len", "round", "bool"):
             return Kind.SCALAR
         if callee == "torch.autograd.grad" and _CREATE_GRAPH.search(value.text):

@@ -7,10 +7,17 @@ from __future__ import annotations
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import parse_statements
 from torch_preflight.core.project import Project
-from torch_preflight.core.semantic import EventKind, build
+from torch_preflight.core.semantic import EventKind, Kind, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.core.training import TrainingModel
-from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, returns_no_graph, trains
+from torch_preflight.rules.training._evaluation import (
+    after_training,
+    evaluation_entry,
+    handed_over,
+    region_start,
+    returns_no_graph,
+    trains,
+)
 from torch_preflight.rules.training._modes import TRAIN, mode_trace
 
 from torch_preflight.analyze import analyze
@@ -180,3 +187,87 @@ def main(model, loader, optimizer):
 """
     codes = [d.code for d in analyze(text, "train.py", Config(select=("TPF007",))).diagnostics]
     assert codes == ["TPF007"]
+
+
+def test_a_model_moved_right_after_its_constructor_is_a_model() -> None:
+    """`G = Generator().cuda()`: what the constructor makes, not what the name says."""
+    training = training_model(
+        "import torch.nn as nn\n\n\nclass Generator(nn.Module):\n    pass\n\n\n"
+        "G = Generator().cuda()\nH = nn.DataParallel(Generator()).to('cuda')\nn = len([1]).real\n"
+    )
+    assert training.model.kind_of("G", "") is Kind.MODEL
+    assert training.model.kind_of("H", "") is Kind.MODEL
+    assert training.model.kind_of("n", "") is not Kind.MODEL
+
+
+def test_an_engine_step_handed_to_a_factory_is_its_own_entry() -> None:
+    text = """\
+import torch
+from ignite.engine import Engine
+
+
+def create_evaluator(model):
+    @torch.no_grad()
+    def evaluate_step(engine, batch):
+        return model(batch)
+
+    return Engine(evaluate_step)
+
+
+def helper(model, x):
+    return model(x)
+
+
+def outer(model, x):
+    return helper(model, x)
+"""
+    training = training_model(text)
+    [handed] = training.model.calls_to["create_evaluator.evaluate_step"]
+    [called] = training.model.calls_to["helper"]
+    assert handed_over(training, handed, "create_evaluator.evaluate_step")
+    assert not handed_over(training, called, "helper")
+
+
+def test_what_numpy_computes_carries_no_graph() -> None:
+    """numpy refuses a tensor that requires grad: `np.mean(accs)` hands no graph out of its function."""
+    training = training_model("import numpy as np\nimport torch\n\n\ndef f(accs):\n    m = np.mean(accs)\n    t = torch.stack(accs)\n    return m, t\n")
+    assert training.model.kind_of("m", "f") is Kind.DETACHED
+    assert training.model.kind_of("t", "f") is not Kind.DETACHED
+
+
+REGION = """\
+import torch
+
+
+def fill(loader, crops, model):
+    n = 0
+    with torch.no_grad():
+        for x in loader:
+            for c in crops:
+                model(x[c])
+
+
+def epochs(loader, val_loader, model, opt):
+    for epoch in range(3):
+        for x in loader:
+            model(x).sum().backward()
+            opt.step()
+        with torch.no_grad():
+            for x in val_loader:
+                model(x)
+"""
+
+
+def test_the_evaluation_region_starts_at_the_outermost_statement_that_only_evaluates() -> None:
+    training = training_model(REGION)
+    model = training.model
+    lines = REGION.splitlines()
+    inner = next(loop for loop in model.loops.values() if lines[loop.header.start.line].strip() == "for c in crops:")
+    outer, start = region_start(model, inner, lambda loop: True)
+    assert lines[outer.header.start.line].strip() == "for x in loader:"
+    assert lines[start.start.line].strip() == "with torch.no_grad():" and start.start.line == 5
+    val = next(loop for loop in model.loops.values() if lines[loop.header.start.line].strip() == "for x in val_loader:")
+    trains_too = lambda loop: not any(e.kind is EventKind.BACKWARD for e in training.iteration(loop))  # noqa: E731
+    outer, start = region_start(model, val, trains_too)
+    assert outer is val  # not the epoch loop, whose pass trains
+    assert start.start.line == 16  # the `with` inside the epoch loop, not anything above it

@@ -33,7 +33,9 @@ def test_eval_loop_names_the_function_start_and_the_train_call() -> None:
     related = related_lines(d)
     assert related["`test()` starts with `model` in training mode"] == line_of(text, "test_loss = 0")  # after the docstring
     assert related["training mode set here"] == line_of(text, "model.train()")
-    assert d.span.start.line == line_of(text, "for a, b, targets in test_loader:")
+    loop = line_of(text, "for a, b, targets in test_loader:")
+    assert d.span.start.line == loop - 1  # the `with torch.no_grad():` the evaluation starts with
+    assert related["evaluation loop"] == loop
 
 
 def test_nested_batch_loop_is_reported_with_the_epoch_loop_related() -> None:
@@ -115,7 +117,7 @@ for epoch in range(3):
     script = tmp_path / "train.py"
     script.write_text(main)
     [d] = findings(main, "TPF008", str(script))
-    assert d.span.start.line == 8
+    assert d.span.start.line == 7  # the `with torch.no_grad():` around the loop
     assert related_lines(d)["`validate()` starts with `model` in training mode"] == 6
     (tmp_path / "utils.py").write_text((tmp_path / "utils.py").read_text().replace("model.train()", "model.eval()"))
     assert findings(main, "TPF008", str(script)) == []  # imported code leaves it in eval mode: fine

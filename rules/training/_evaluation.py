@@ -4,8 +4,10 @@ calls that lead to a forward (TPF007, TPF008). Not a rule."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
-from torch_preflight.core.semantic import Event, EventKind, Function
+from torch_preflight.core.semantic import Event, EventKind, Function, Loop, ModuleModel
+from torch_preflight.core.source import Span
 from torch_preflight.core.training import TrainingModel
 
 _SCALAR_CALLS = frozenset({"float", "int", "len", "round", "bool", "str"})  # a Python number (or text) whatever they are given
@@ -29,10 +31,32 @@ def evaluation_entry(training: TrainingModel, scope: str, chain: tuple[Event, ..
     entry, into = scope, (chain[0] if chain else None)
     for k in range(1, len(chain)):
         caller = chain[k - 1].function
-        if not caller or caller == entry or trains(training, caller):
+        if not caller or caller == entry or trains(training, caller) or handed_over(training, chain[k - 1], entry):
             break
         entry, into = caller, chain[k]
     return entry, into
+
+
+def handed_over(training: TrainingModel, call: Event, target: str) -> bool:
+    """`call` hands `target` over as a value (`Engine(evaluate_step)`, a callback) instead of calling
+    it by name: what runs it later runs `target` alone, so a mode call belongs in `target`, not in the
+    factory that builds it."""
+    return not call.name or training.model.resolve_function(call.name, call.function) != target
+
+
+def region_start(model: ModuleModel, loop: Loop, evaluates: Callable[[Loop], bool]) -> tuple[Loop, Span]:
+    """The evaluation region around `loop` in its function: the outermost loop of the function that
+    contains it and whose every pass `evaluates` too (not an epoch loop that also trains), and the
+    first line of the outermost statement around that loop inside the function or the loop above it
+    (a `with torch.no_grad():` block opened for it), where a call the whole evaluation needs belongs."""
+    while loop.parent is not None and model.loops[loop.parent].function == loop.function and evaluates(model.loops[loop.parent]):
+        loop = model.loops[loop.parent]
+    fn = model.functions.get(loop.function)
+    above = model.loops[loop.parent].body.start if loop.parent is not None and loop.parent in model.loops else None
+    first = fn.first_body_line if fn is not None else 0
+    around = [c.span for c in loop.contexts
+              if c.span.start.line >= first and c.span.start < loop.span.start and (above is None or above <= c.span.start)]
+    return loop, min([loop.header, *around], key=lambda span: span.start)
 
 
 def after_training(training: TrainingModel, call: Event) -> bool:

@@ -63,6 +63,8 @@ def mode_trace(
             if not matching:
                 return UNKNOWN, None, ()
             before = matching
+        elif built is not None:  # the caller's name for the model: its own mode calls decide when it has some
+            before = [e for e in before if e.receiver and model_key(e.receiver) == model_key(built)] or before
         return (EVAL if before[-1].kind is EventKind.EVAL_MODE else TRAIN), before[-1], ()
     if not scope:
         return DEFAULT, None, ()
@@ -81,6 +83,8 @@ def mode_trace(
         except ValueError:
             return UNKNOWN, None, ()
         passed = argument_name(call, fn.params if fn else (), local, bool(fn and fn.owner))
+        if passed is None and fn is not None and local is not None and local.isidentifier() and local not in fn.params:
+            passed = local  # a global or an enclosing function's variable: the caller sees it by the same name
         mode, setter, chain = mode_trace(training, call.function, position, None, depth + 1, passed)
         if modes.get(mode, (None, ()))[0] is None:
             modes[mode] = (setter, (call, *chain))

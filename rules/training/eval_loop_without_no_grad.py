@@ -34,7 +34,11 @@ A helper whose result is a plain number (`total_loss / num_batches` summed from 
 a container returned as numpy) feeds no backward pass, whoever calls it. When the loop is reached
 through a caller that does not train (`evaluate_model()` calling `calc_loss_loader()` twice, called
 from the training loop), the finding sits at that caller's first call, where `no_grad` must
-start, with the loop, the forward and the function to decorate related. A parameter that every
+start, with the loop, the forward and the function to decorate related. Nested loops of one
+evaluation (a memory bank filled batch by batch, crop by crop) are reported once, at the outermost
+loop of the function whose every pass evaluates, which the fix wraps; the inner loop is related.
+A list the evaluation summarises with numpy (`return np.mean(top1_acc)`) hands no graph out, so a
+training function's list of the same name does not silence it. A parameter that every
 call of the file fills with a module runs a model (`validate(loader, model, linear_classifier)`).
 A timing loop that repeats one input counts when its function starts by putting the model in eval
 mode (`model.eval()`, then `for i in range(50): model(images)`). An ignite evaluator step
@@ -74,8 +78,9 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import indent_unit, wrap_block
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.source import Span
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._evaluation import returns_no_graph, trains
+from torch_preflight.rules.training._evaluation import region_start, returns_no_graph, trains
 from torch_preflight.rules.training._modes import first_statement
 
 META = RuleMeta(
@@ -98,15 +103,17 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     # Everything but `_read_by_backward` depends only on the loop's function and what it
     # reaches by name: a loop memo, which the language server carries over unrelated edits.
     memo = ctx.training.loop_memo("TPF007.finding")
+    reported: set[Span] = set()
     for loop in ctx.model.loops.values():
         entry = memo.get(loop.id)
         if entry is None or entry[0] != ctx.source.newline:  # the fix's line endings
             entry = memo[loop.id] = (ctx.source.newline, *_candidate(ctx, loop))
         _, diagnostic, containers, own_layers = entry
-        if diagnostic is None or _read_by_backward(ctx, containers, loop.function):
-            continue
+        if diagnostic is None or diagnostic.span in reported or _read_by_backward(ctx, containers, loop.function):
+            continue  # (several inner loops of one evaluation report its outer loop once)
         if own_layers and _called_under_no_grad(ctx, loop):
             continue  # read outside the memo: the calls it looks for may be in any statement of the module
+        reported.add(diagnostic.span)
         yield diagnostic
     yield from _engine_steps(ctx)
 
@@ -131,12 +138,15 @@ def _candidate(ctx: Context, loop: Loop) -> tuple[Diagnostic | None, frozenset[s
     runs = forwards[0].name or _callee(ctx, forwards[0])
     entry, into = _uncovered_entry(ctx, loop.function)
     if into is None:
+        # the outermost loop whose every pass evaluates too: `no_grad` belongs around it
+        outer, _ = region_start(ctx.model, loop, lambda above: training.grad_enabled_at(above) and _evaluation(ctx, above, training.iteration(above)) is not None)
+        inner = [Related(loop.header, "inner loop")] if outer is not loop else []
         diagnostic = report(
             META,
-            loop.header,
+            outer.header,
             f"Loop runs `{runs}` forward without `torch.no_grad()`; autograd records a graph it never uses",
-            _fix(ctx, loop),
-            related=[Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop.function)],
+            _fix(ctx, outer),
+            related=[*inner, Related(forwards[0].span, "model forward"), *_decorator_site(ctx, loop, forwards), *_training_callers(ctx, loop.function)],
         )
     else:  # the evaluation starts in a caller: the call there is what `no_grad` must cover
         site = ctx.model.functions[entry]

@@ -17,12 +17,17 @@ file it is handed to (`greedy_decode(model, ...)`), and when a callable the func
 applied to it (`model_fn(model, x)`, as in ignite's step factories). `model.module.train()` sets
 the mode of the network behind DataParallel / DistributedDataParallel.
 
-The finding sits on the evaluation loop (or the forward); its related locations name the call that
+The finding sits where the evaluation region starts: the outermost statement of the function around
+the evaluation loop (the `with torch.no_grad():` opened for it, or the loop), or the forward; its
+related locations name the loop, the forward, the call that
 left the model in training mode, the call that entered the evaluation and, when the evaluation
 function sets no mode itself, its first statement: where its `eval()` belongs. When training code
 enters the evaluation through a function that reaches the loop through helpers
 (`evaluate_model()` calling `calc_loss_loader()`), the finding sits at that function's first
-statement, with the helper's loop related.
+statement, with the helper's loop related. A step function a factory hands to an engine
+(`Engine(evaluate_step)` in `create_evaluator()`) runs alone, so the finding sits at the step's
+first statement, not the factory's; a callable taken from the settings with a lambda fallback
+(`config.get("model_output_transform", lambda x: x)`) is no model.
 
 Code that training calls after it trained (or in a loop whose pass trains) and that keeps what a
 no_grad forward computes is an evaluation whatever it is called (`visualize_results()` sampling
@@ -89,6 +94,7 @@ trains again must switch back with `model.train()` (TPF009 reports when it does 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 
@@ -98,7 +104,7 @@ from torch_preflight.core.names import tail
 from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
-from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, trains
+from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, handed_over, region_start, trains
 from torch_preflight.rules.training._modes import (
     DEFAULT,
     TRAIN,
@@ -184,8 +190,26 @@ def _handed_in(ctx: Context, event: Event, lambda_only: bool = False) -> bool:
         if event.name in fn.params:
             default = fn.defaults.get(event.name)
             return default.text.lstrip().startswith("lambda") if default is not None else not lambda_only
+        bound = [e.value.text for e in fn.events if e.kind is EventKind.ASSIGN and e.function == fn.qualname
+                 and e.targets == (event.name,) and e.value is not None]
+        if bound:  # a local: handed in when every binding takes a function from the caller's settings
+            return all(_lambda_default(text) for text in bound)
         fn = ctx.model.functions.get(fn.parent) if fn.parent else None
     return False
+
+
+def _lambda_default(text: str) -> bool:
+    """`text` is a lookup in the caller's settings that falls back to a lambda
+    (`config.get("model_output_transform", lambda x: x)`, `getattr(cfg, "transform", lambda x: x)`):
+    a function, whatever it is named, not a module."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    if not isinstance(node, ast.Call):
+        return False
+    fallbacks = [k.value for k in node.keywords if k.arg == "default"] + node.args[1:][-1:]
+    return any(isinstance(fallback, ast.Lambda) for fallback in fallbacks)
 
 
 def check(ctx: Context) -> Iterator[Diagnostic]:
@@ -222,15 +246,18 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 setters = [Related(setter.span, "training mode set here")] if setter is not None else []
                 yield _at_entry(ctx, entry, into, name, [Related(loop.header, "evaluation loop"), Related(forwards[0].span, "model forward"), *setters])
             continue
+        _, start = region_start(ctx.model, loop, lambda above: _may_evaluate(ctx, above, training.iteration(above)))
         related = [Related(forwards[0].span, "model forward"), *_mode_related(ctx, loop.function, first, name, setter or sibling)]
+        if start != loop.header:
+            related.insert(0, Related(loop.header, "evaluation loop"))
         if into is not None:
             related.append(Related(into.span, "called here with the model in training mode"))
         entries.add((loop.function, model_key(name)))
         yield report(
             META,
-            loop.header,
+            start,
             f"Evaluation loop runs `{name}` without `{name}.eval()`: {_reason(ctx, mode, sibling)}, so dropout and batch norm behave as in training",
-            _fix(ctx, loop, name, events),
+            _fix(ctx, start.start.line, name, events),
             related=related,
             data={"model": name},
         )
@@ -483,7 +510,9 @@ def _result_trained_on(ctx: Context, call: Event) -> bool:
     position = events.index(call)
     # after it: the rest of the function, and the part of the pass of its innermost loop before it (the next pass)
     after = [*events[position + 1 :], *(e for e in events[:position] if call.loops and call.loops[-1] in e.loops)]
-    return any(e.kind is not EventKind.BACKWARD and targets & set(e.value.names if e.value else ()) for e in after) and any(
+    # (the names read in the caller's own scope: a callee's `x_fake` is another variable)
+    return any(e.kind is not EventKind.BACKWARD and e.function == call.function and targets & set(e.value.names if e.value else ())
+               for e in after) and any(
         e.kind is EventKind.BACKWARD for e in after
     )
 
@@ -598,7 +627,8 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
         if (entry, model_key(name)) in entries:
             continue
         entries.add((entry, model_key(name)))
-        if entry != qualname and into is not None:  # its eval() belongs in `entry`, not in this helper
+        if into is not None and (entry != qualname or handed_over(training, into, qualname)):
+            # its eval() belongs in `entry`, not in this helper; in a step function an engine runs, at its start
             setters = [Related(setter.span, "training mode set here")] if setter is not None else []
             yield _at_entry(ctx, entry, into, name, [Related(forwards[0].span, "model forward"), *setters])
             continue
@@ -753,8 +783,10 @@ def _over_eval_data(ctx: Context, loop: Loop) -> bool:
     return False
 
 
-def _fix(ctx: Context, loop: Loop, name: str, events: tuple[Event, ...]) -> Fix | None:
+def _fix(ctx: Context, line: int, name: str, events: tuple[Event, ...]) -> Fix | None:
+    """`name.eval()` inserted at `line`, where the evaluation region starts."""
     if any(e.kind is EventKind.ASSIGN and name in e.targets for e in events):
         return None
-    edit = insert_statement(ctx.source, loop.span.start.line, loop.indent, f"{name}.eval()")
+    text = ctx.source.line(line)
+    edit = insert_statement(ctx.source, line, text[: len(text) - len(text.lstrip())], f"{name}.eval()")
     return Fix(f"Insert `{name}.eval()` before the loop", (edit,), Applicability.UNSAFE)

@@ -6,8 +6,8 @@ val_loader = []
 
 
 def evaluate():
+    model.eval()
     with torch.no_grad():
-        model.eval()
         for x, y in val_loader:  # comment
             model(x)
 
