@@ -205,13 +205,7 @@ class IncrementalBuilder:
         if text == old_text:
             return [chunk[0] for chunk, _, _ in units]
         old, new = old_text.split("\n"), text.split("\n")
-        common = min(len(old), len(new))
-        first = 0
-        while first < common and old[first] == new[first]:
-            first += 1
-        tail = 0
-        while tail < common - first and old[-1 - tail] == new[-1 - tail]:
-            tail += 1
+        first, tail = _line_diff(old, new)
         index = next((i for i, ((a, b), _, _) in enumerate(units) if a <= first < b), len(units) - 1)
         (a, b), old_code, old_parsed = units[index]
         if len(old) - tail > b:
@@ -228,6 +222,57 @@ class IncrementalBuilder:
         before = [chunk[0] for chunk, _, _ in units[:index]]
         after = [chunk[0] + end - b for chunk, _, _ in units[index + 1 :]]
         return [*before, *own, *after]
+
+    def starts_after_broken_edit(self, source: SourceText) -> list[int] | None:
+        """The first lines of the top-level statements of `source` as parso's error recovery
+        finds them in the whole text, from a parse of the edited part only, when the text
+        differs from that of the last build in which every statement parsed only inside one of
+        that build's statements (a keystroke that breaks the file). The statements before the
+        edited one are unchanged and complete, so the parser and the tokenizer are where a fresh
+        parse starts at its first line. The parse (`_resynchronised`) starts there, or, when the
+        edited statement is a top-level class or function and the edit stays inside one
+        statement of its body, at that body statement under a stand-in header; it runs until a
+        later statement of the last valid text (a body statement of that block, else a top-level
+        one) starts at its column as a statement of the same block, after a NEWLINE token.
+        From there on the tokenizer (no bracket, string or deeper indentation open) and the
+        parser (the same block, with a statement before) are where the valid text had them at
+        that statement, and the rest of the text is that text's: its statements are the valid
+        text's, moved by the lines the edit added. None when no such statement comes within
+        `_RESYNC_LINES` lines, or the edited statement's first line could continue the one
+        before it: parso's diff parser then decides."""
+        if self._good_build is None:
+            return None
+        old_text, units = self._good_build
+        text = source.text.replace("\x00", " ")
+        old, new = old_text.split("\n"), text.split("\n")
+        first, tail = _line_diff(old, new)
+        index = next((i for i, ((a, b), _, _) in enumerate(units) if a <= first < b), len(units) - 1)
+        (a, b), _, parsed = units[index]
+        last = len(old) - tail  # the edited lines of the valid text are [first, last)
+        if last > b:
+            return None
+        delta = len(new) - len(old)
+        before = [chunk[0] for chunk, _, _ in units[:index]]
+        later = [(chunk[0] + delta, 0) for chunk, _, _ in units[index + 1 :]]
+        block = parsed.body[0] if len(parsed.body) == 1 and isinstance(parsed.body[0], _BLOCKS) and not parsed.body[0].col_offset else None
+        members = [(min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1, s) for s in block.body] if block is not None else []
+        member = next((i for i, (top, _) in enumerate(members) if top <= first and last <= (members[i + 1][0] if i + 1 < len(members) else b)), None)
+        if block is not None and member is not None and members[0][0] > a:
+            top, stmt = members[member]
+            col = min([stmt.col_offset, *(d.col_offset for d in getattr(stmt, "decorator_list", ()))])
+            indent = old[top][:col]
+            if col and not indent.strip() and new[top][:col] == indent:
+                header = [_BLOCK_HEADERS[type(block)], *([indent + "pass"] if member else [])]  # a statement before it, as in the block
+                cands = [(t + delta, min([s.col_offset, *(d.col_offset for d in getattr(s, "decorator_list", ()))])) for t, s in members[member + 1 :]]
+                found = _resynchronised(new, top, header, col, [*cands, *later])
+                if found is not None:
+                    inside, resumed = found
+                    return [*before, a, *inside[1:], *resumed]
+        found = _resynchronised(new, a, [], 0, later)
+        if found is None:
+            return None
+        inside, resumed = found
+        return [*before, *inside, *resumed]
 
     def _known_members(self, start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
         """`_known_members` of the last statement asked, kept while someone types in it."""
@@ -274,6 +319,86 @@ class IncrementalBuilder:
         return self._with_flow_parts(
             ModuleModel(source, path, imports, functions, classes, loops, ast.Module(body=body, type_ignores=[]))
         )
+
+
+def _line_diff(old: list[str], new: list[str]) -> tuple[int, int]:
+    """The first line that differs, and how many lines at the end are the same (not overlapping it)."""
+    common = min(len(old), len(new))
+    first = 0
+    while first < common and old[first] == new[first]:
+        first += 1
+    tail = 0
+    while tail < common - first and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return first, tail
+
+
+_BLOCK_HEADERS = {ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():"}
+_RESYNC_LINES = 600  # the longest part of a broken text `_resynchronised` parses
+_STATEMENT_START = re.compile(r"(?!(?:else|elif|except|finally)\b)[^\s#\\]")  # cannot continue the statement before
+
+
+def _resynchronised(lines: list[str], top: int, header: list[str], col: int, cands: list[tuple[int, int]]) -> tuple[list[int], list[int]] | None:
+    """parso's top-level statements of a text (`lines`) from line `top`, where a statement of
+    the block `header` stands in for (the whole module when empty) starts at column `col`, the
+    tokenizer and the parser being where a fresh parse of `header` leaves them: the first lines
+    of the module's statements from `top` up to the first of `cands` (later statements of the
+    valid text, as line and column, in order) at which the parse resynchronises, and the
+    top-level ones of `cands` from there; every statement to the end of the text when none does.
+    The part parsed grows until one does (a statement of the same block at its column after a
+    NEWLINE token), or gives up (None) past `_RESYNC_LINES` lines."""
+    if top >= len(lines) or not _STATEMENT_START.match(lines[top], col):
+        return None
+    grammar = parso_grammar()
+    shift = top - len(header)  # window row (1-based) - 1 + shift = line
+    count = 1
+    while True:
+        upto = min(count, len(cands))
+        end = cands[upto - 1][0] + 1 if upto else len(lines)
+        if upto == len(cands) and count > len(cands):
+            end = len(lines)
+        if end - top > _RESYNC_LINES:
+            return None
+        window = "\n".join([*header, *lines[top:end]]) + ("\n" if end < len(lines) else "")
+        module = grammar.parse(window, error_recovery=True, cache=False, diff_cache=False)
+        children = [child for child in module.children if child.type != "endmarker"]
+        for index, (line, column) in enumerate(cands[:upto]):
+            if line >= end:
+                break
+            position = (line - shift + 1, column)
+            if _starts_statement(module, position, bool(header) and column > 0):
+                inside = [child.start_pos[0] - 1 + shift for child in children if child.start_pos < position]
+                return inside, [c[0] for c in cands[index:] if c[1] == 0]
+        if end >= len(lines):
+            return [child.start_pos[0] - 1 + shift for child in children], []
+        count *= 2
+
+
+def _starts_statement(module: Any, position: tuple[int, int], in_block: bool) -> bool:
+    """Whether a statement of the module (`in_block`: of the block its first statement opens)
+    starts at `position` of `module`, right after a NEWLINE token."""
+    try:
+        leaf = module.get_leaf_for_position(position)
+    except ValueError:
+        return False
+    if leaf is None or leaf.start_pos != position:
+        return False
+    previous = leaf.get_previous_leaf()
+    if previous is None or previous.type != "newline":
+        return False
+    node = leaf
+    while node.parent is not None and node.parent.start_pos == position:
+        node = node.parent
+    parent = node.parent
+    if not in_block:
+        return parent is module
+    return parent is not None and parent.type == "suite" and parent.parent is not None and parent.parent.start_pos[0] == 1 and _child_of(module, parent) is module.children[0]
+
+
+def _child_of(module: Any, node: Any) -> Any:
+    while node.parent is not None and node.parent is not module:
+        node = node.parent
+    return node
 
 
 def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] | None:
