@@ -28,7 +28,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from torch_preflight.core.names import ImportMap
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
@@ -213,7 +213,10 @@ class IncrementalBuilder:
         end = b + len(new) - len(old)
         starts = source.line_starts
         code = text[starts[a] : starts[end] if end < len(starts) else len(text)]
-        entry = _reparse_method(a, old_code, old_parsed, code) or _parse_alone(a, code)
+        method = _reparse_method(a, old_code, old_parsed, code)
+        if method is False:
+            return None  # the edited method does not parse alone: the class most likely not either (parsing it would tell)
+        entry = method or _parse_alone(a, code)
         if entry is None:
             return None
         own = sorted({min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in entry.body})
@@ -228,18 +231,19 @@ class IncrementalBuilder:
         finds them in the whole text, from a parse of the edited part only, when the text
         differs from that of the last build in which every statement parsed only inside one of
         that build's statements (a keystroke that breaks the file). The statements before the
-        edited one are unchanged and complete, so the parser and the tokenizer are where a fresh
-        parse starts at its first line. The parse (`_resynchronised`) starts there, or, when the
-        edited statement is a top-level class or function and the edit stays inside one
-        statement of its body, at that body statement under a stand-in header; it runs until a
-        later statement of the last valid text (a body statement of that block, else a top-level
-        one) starts at its column as a statement of the same block, after a NEWLINE token.
-        From there on the tokenizer (no bracket, string or deeper indentation open) and the
-        parser (the same block, with a statement before) are where the valid text had them at
-        that statement, and the rest of the text is that text's: its statements are the valid
-        text's, moved by the lines the edit added. None when no such statement comes within
-        `_RESYNC_LINES` lines, or the edited statement's first line could continue the one
-        before it: parso's diff parser then decides."""
+        edited one are unchanged and complete: the tokenizer and the parser reach its first line
+        as a fresh parse of it would. The parse (`_resynchronised`) starts there or, when the
+        edit stays inside one body statement of a block (class, function, loop, `if`, `with`,
+        `try`; nested blocks likewise), at the innermost such statement under stand-in headers
+        of its blocks (the parser is in the same blocks). It runs until a later statement of the
+        last valid text (of the same block, else of an enclosing one) starts at its column as a
+        statement of that block, after a NEWLINE token or with a keyword at which parso's
+        tokenizer closes every open bracket: from there the tokenizer (no bracket, string or
+        deeper indentation open), the parser (the same blocks) and the rest of the text are the
+        valid text's, so its statements are the valid text's, moved by the lines the edit added.
+        None when no such statement comes within `_RESYNC_LINES` lines, or the edited
+        statement's first line could continue the statement before it (`else`, ...): parso's
+        diff parser then decides. tests/lsp/test_incremental.py compares with a full parse."""
         if self._good_build is None:
             return None
         old_text, units = self._good_build
@@ -253,26 +257,33 @@ class IncrementalBuilder:
             return None
         delta = len(new) - len(old)
         before = [chunk[0] for chunk, _, _ in units[:index]]
-        later = [(chunk[0] + delta, 0) for chunk, _, _ in units[index + 1 :]]
-        block = parsed.body[0] if len(parsed.body) == 1 and isinstance(parsed.body[0], _BLOCKS) and not parsed.body[0].col_offset else None
-        members = [(min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1, s) for s in block.body] if block is not None else []
-        member = next((i for i, (top, _) in enumerate(members) if top <= first and last <= (members[i + 1][0] if i + 1 < len(members) else b)), None)
-        if block is not None and member is not None and members[0][0] > a:
-            top, stmt = members[member]
-            col = min([stmt.col_offset, *(d.col_offset for d in getattr(stmt, "decorator_list", ()))])
-            indent = old[top][:col]
-            if col and not indent.strip() and new[top][:col] == indent:
-                header = [_BLOCK_HEADERS[type(block)], *([indent + "pass"] if member else [])]  # a statement before it, as in the block
-                cands = [(t + delta, min([s.col_offset, *(d.col_offset for d in getattr(s, "decorator_list", ()))])) for t, s in members[member + 1 :]]
-                found = _resynchronised(new, top, header, col, [*cands, *later])
-                if found is not None:
-                    inside, resumed = found
-                    return [*before, a, *inside[1:], *resumed]
-        found = _resynchronised(new, a, [], 0, later)
+        top, col, cands = a, 0, [(chunk[0] + delta, 0, 0) for chunk, _, _ in units[index + 1 :]]  # (line, column, header row)
+        header: list[str] = []
+        block: Any = parsed.body[0] if len(parsed.body) == 1 and type(parsed.body[0]) in _BLOCK_HEADERS and not parsed.body[0].col_offset else None
+        indent, bottom = "", b
+        while block is not None:  # down to the innermost body statement of a block that holds the edit
+            members = [(_first_line(s), s) for s in block.body]
+            if any(getattr(block, clause, None) for clause in ("orelse", "handlers", "finalbody")):
+                bottom = members[-1][1].end_lineno or bottom  # the body ends before the next clause
+            member = next((i for i, (t, _) in enumerate(members) if t <= first and last <= (members[i + 1][0] if i + 1 < len(members) else bottom)), None)
+            if member is None:
+                break
+            inner, stmt = members[member]
+            inner_col = _first_col(stmt)
+            inner_indent = old[inner][:inner_col]
+            if not inner_col or inner_indent.strip() or new[inner][:inner_col] != inner_indent:
+                break  # on its header's line, or the edit is in its indentation
+            header = [*header, indent + _BLOCK_HEADERS[type(block)], *([inner_indent + "pass"] if member else [])]  # a statement before it, as in the block
+            row = len(header) - (1 if member else 0)  # the stand-in header's row
+            cands = [*((t + delta, _first_col(s), row) for t, s in members[member + 1 :]), *cands]
+            top, col, indent = inner, inner_col, inner_indent
+            bottom = members[member + 1][0] if member + 1 < len(members) else bottom
+            block = stmt if type(stmt) in _BLOCK_HEADERS else None
+        found = _resynchronised(new, top, header, col, cands)
         if found is None:
             return None
         inside, resumed = found
-        return [*before, *inside, *resumed]
+        return [*before, *([a, *inside[1:]] if header else inside), *resumed]
 
     def _known_members(self, start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
         """`_known_members` of the last statement asked, kept while someone types in it."""
@@ -333,12 +344,25 @@ def _line_diff(old: list[str], new: list[str]) -> tuple[int, int]:
     return first, tail
 
 
-_BLOCK_HEADERS = {ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():"}
-_RESYNC_LINES = 600  # the longest part of a broken text `_resynchronised` parses
+def _first_line(stmt: ast.stmt) -> int:
+    """A statement's first line (0-based), its decorators included."""
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1
+
+
+def _first_col(stmt: ast.stmt) -> int:
+    return min([stmt.col_offset, *(d.col_offset for d in getattr(stmt, "decorator_list", ()))])
+
+
+# Stand-in headers: the parser is in the same block after each as after the real one
+_BLOCK_HEADERS: dict[type, str] = {
+    ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():", ast.For: "for _ in _:",
+    ast.AsyncFor: "async for _ in _:", ast.While: "while _:", ast.If: "if _:", ast.With: "with _:", ast.AsyncWith: "async with _:", ast.Try: "try:",
+}
+_RESYNC_LINES = 150  # the longest part of a broken text `_resynchronised` parses (parso: ~0.15 ms a line)
 _STATEMENT_START = re.compile(r"(?!(?:else|elif|except|finally)\b)[^\s#\\]")  # cannot continue the statement before
 
 
-def _resynchronised(lines: list[str], top: int, header: list[str], col: int, cands: list[tuple[int, int]]) -> tuple[list[int], list[int]] | None:
+def _resynchronised(lines: list[str], top: int, header: list[str], col: int, cands: list[tuple[int, int, int]]) -> tuple[list[int], list[int]] | None:
     """parso's top-level statements of a text (`lines`) from line `top`, where a statement of
     the block `header` stands in for (the whole module when empty) starts at column `col`, the
     tokenizer and the parser being where a fresh parse of `header` leaves them: the first lines
@@ -346,7 +370,7 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
     valid text, as line and column, in order) at which the parse resynchronises, and the
     top-level ones of `cands` from there; every statement to the end of the text when none does.
     The part parsed grows until one does (a statement of the same block at its column after a
-    NEWLINE token), or gives up (None) past `_RESYNC_LINES` lines."""
+    NEWLINE token or with a keyword of `_BREAKS`), or gives up (None) past `_RESYNC_LINES` lines."""
     if top >= len(lines) or not _STATEMENT_START.match(lines[top], col):
         return None
     grammar = parso_grammar()
@@ -362,21 +386,27 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
         window = "\n".join([*header, *lines[top:end]]) + ("\n" if end < len(lines) else "")
         module = grammar.parse(window, error_recovery=True, cache=False, diff_cache=False)
         children = [child for child in module.children if child.type != "endmarker"]
-        for index, (line, column) in enumerate(cands[:upto]):
+        for index, (line, column, row) in enumerate(cands[:upto]):
             if line >= end:
                 break
             position = (line - shift + 1, column)
-            if _starts_statement(module, position, bool(header) and column > 0):
+            if _starts_statement(module, position, row):
                 inside = [child.start_pos[0] - 1 + shift for child in children if child.start_pos < position]
-                return inside, [c[0] for c in cands[index:] if c[1] == 0]
+                return inside, [c[0] for c in cands[index:] if not c[2]]
         if end >= len(lines):
             return [child.start_pos[0] - 1 + shift for child in children], []
         count *= 2
 
 
-def _starts_statement(module: Any, position: tuple[int, int], in_block: bool) -> bool:
-    """Whether a statement of the module (`in_block`: of the block its first statement opens)
-    starts at `position` of `module`, right after a NEWLINE token."""
+# Keywords at which parso's tokenizer closes every bracket and f-string still open and dedents to
+# their column (`ALWAYS_BREAK_TOKENS` in parso/python/tokenize.py): after one at a line start it
+# is where it is after a NEWLINE token and that line's indentation.
+_BREAKS = frozenset({"import", "class", "def", "try", "except", "finally", "while", "with", "return", "continue", "break", "del", "pass", "global", "assert", "nonlocal"})
+
+
+def _starts_statement(module: Any, position: tuple[int, int], row: int) -> bool:
+    """Whether a statement of the module (`row`: of the body of the stand-in header on that row)
+    starts at `position` of `module`, right after a NEWLINE token or with a keyword of `_BREAKS`."""
     try:
         leaf = module.get_leaf_for_position(position)
     except ValueError:
@@ -384,15 +414,15 @@ def _starts_statement(module: Any, position: tuple[int, int], in_block: bool) ->
     if leaf is None or leaf.start_pos != position:
         return False
     previous = leaf.get_previous_leaf()
-    if previous is None or previous.type != "newline":
+    if previous is None or (previous.type != "newline" and leaf.value not in _BREAKS):
         return False
     node = leaf
     while node.parent is not None and node.parent.start_pos == position:
         node = node.parent
     parent = node.parent
-    if not in_block:
+    if not row:
         return parent is module
-    return parent is not None and parent.type == "suite" and parent.parent is not None and parent.parent.start_pos[0] == 1 and _child_of(module, parent) is module.children[0]
+    return parent is not None and parent.type == "suite" and parent.parent is not None and parent.parent.start_pos[0] == row and _child_of(module, parent) is module.children[0]
 
 
 def _child_of(module: Any, node: Any) -> Any:
@@ -611,14 +641,15 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
-def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:
+def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | Literal[False] | None:
     """The parse of a top-level class whose edit stays inside one of its methods, from its
     previous parse: only that method is parsed again (inside a stand-in `class _:` header, so
     its indentation and absolute line numbers hold), the other statements of the class body
     are the previous nodes. Only when the line count is unchanged and the method alone parses
     into one function ending on the same line, which is then what a parse of the whole class
     gives (the text around it is the same, and the method leaves the tokenizer where the old
-    one did). None otherwise: the caller parses the whole statement."""
+    one did). False when the edited method does not parse alone; None otherwise: the caller
+    parses the whole statement."""
     if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
         return None
     old_lines, lines = old_code.split("\n"), code.split("\n")
@@ -642,7 +673,7 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
             warnings.simplefilter("ignore")
             wrapper = ast.parse(padded).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        return False
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None
