@@ -951,3 +951,25 @@ def test_statements_of_a_broken_text_from_its_edited_part_are_parsos(index: int,
             assert chunk_lines(source, known) == chunk_lines(source, expected)
         builder.build(source, chunk_lines(source, expected), "t.py")
     assert current == text
+
+
+def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `(` typed in a parenthesised import list, or at the end of a line in one method of a
+    class: the statements come from parsing a few lines (not the file), and are parso's."""
+    methods = "".join(f"    def m{i}(self, x):\n        y = f(x,\n              {i})\n        return y\n\n" for i in range(40))
+    text = "from a import (\n    b,\n    c,\n)\nimport d\n\n\nclass Big:\n" + methods + "\ndef after():\n    return 1\n"
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    sizes: list[int] = []
+    grammar = incremental.parso_grammar()
+    real = grammar.parse
+    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: sizes.append(code.count("\n")) or real(code, *a, **k))
+    for marker in ("    b,\n", "    def m20(self, x):\n        y = f(x,\n"):
+        offset = text.index(marker) + len(marker) - 1
+        broken = text[:offset] + "(" + text[offset:]
+        expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
+        sizes.clear()
+        known = builder.starts_after_broken_edit(SourceText(broken))
+        assert sizes and max(sizes) < 20 < text.count("\n")
+        assert known is not None and chunk_lines(SourceText(broken), known) == expected
