@@ -28,7 +28,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from torch_preflight.core.names import ImportMap
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
@@ -205,13 +205,7 @@ class IncrementalBuilder:
         if text == old_text:
             return [chunk[0] for chunk, _, _ in units]
         old, new = old_text.split("\n"), text.split("\n")
-        common = min(len(old), len(new))
-        first = 0
-        while first < common and old[first] == new[first]:
-            first += 1
-        tail = 0
-        while tail < common - first and old[-1 - tail] == new[-1 - tail]:
-            tail += 1
+        first, tail = _line_diff(old, new)
         index = next((i for i, ((a, b), _, _) in enumerate(units) if a <= first < b), len(units) - 1)
         (a, b), old_code, old_parsed = units[index]
         if len(old) - tail > b:
@@ -219,7 +213,10 @@ class IncrementalBuilder:
         end = b + len(new) - len(old)
         starts = source.line_starts
         code = text[starts[a] : starts[end] if end < len(starts) else len(text)]
-        entry = _reparse_method(a, old_code, old_parsed, code) or _parse_alone(a, code)
+        method = _reparse_method(a, old_code, old_parsed, code)
+        if method is False:
+            return None  # the edited method does not parse alone: the class most likely not either (parsing it would tell)
+        entry = method or _parse_alone(a, code)
         if entry is None:
             return None
         own = sorted({min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in entry.body})
@@ -228,6 +225,65 @@ class IncrementalBuilder:
         before = [chunk[0] for chunk, _, _ in units[:index]]
         after = [chunk[0] + end - b for chunk, _, _ in units[index + 1 :]]
         return [*before, *own, *after]
+
+    def starts_after_broken_edit(self, source: SourceText) -> list[int] | None:
+        """The first lines of the top-level statements of `source` as parso's error recovery
+        finds them in the whole text, from a parse of the edited part only, when the text
+        differs from that of the last build in which every statement parsed only inside one of
+        that build's statements (a keystroke that breaks the file). The statements before the
+        edited one are unchanged and complete: the tokenizer and the parser reach its first line
+        as a fresh parse of it would. The parse (`_resynchronised`) starts there or, when the
+        edit stays inside one body statement of a block (class, function, loop, `if`, `with`,
+        `try`; nested blocks likewise), at the innermost such statement under stand-in headers
+        of its blocks (the parser is in the same blocks). It runs until a later statement of the
+        last valid text (of the same block, else of an enclosing one) starts at its column as a
+        statement of that block, after a NEWLINE token or with a keyword at which parso's
+        tokenizer closes every open bracket: from there the tokenizer (no bracket, string or
+        deeper indentation open), the parser (the same blocks) and the rest of the text are the
+        valid text's, so its statements are the valid text's, moved by the lines the edit added.
+        None when no such statement comes within `_RESYNC_LINES` lines, or the edited
+        statement's first line could continue the statement before it (`else`, ...): parso's
+        diff parser then decides. tests/lsp/test_incremental.py compares with a full parse."""
+        if self._good_build is None:
+            return None
+        old_text, units = self._good_build
+        text = source.text.replace("\x00", " ")
+        old, new = old_text.split("\n"), text.split("\n")
+        first, tail = _line_diff(old, new)
+        index = next((i for i, ((a, b), _, _) in enumerate(units) if a <= first < b), len(units) - 1)
+        (a, b), _, parsed = units[index]
+        last = len(old) - tail  # the edited lines of the valid text are [first, last)
+        if last > b:
+            return None
+        delta = len(new) - len(old)
+        before = [chunk[0] for chunk, _, _ in units[:index]]
+        top, col, cands = a, 0, [(chunk[0] + delta, 0, 0) for chunk, _, _ in units[index + 1 :]]  # (line, column, header row)
+        header: list[str] = []
+        block: Any = parsed.body[0] if len(parsed.body) == 1 and type(parsed.body[0]) in _BLOCK_HEADERS and not parsed.body[0].col_offset else None
+        indent, bottom = "", b
+        while block is not None:  # down to the innermost body statement of a block that holds the edit
+            members = [(_first_line(s), s) for s in block.body]
+            if any(getattr(block, clause, None) for clause in ("orelse", "handlers", "finalbody")):
+                bottom = members[-1][1].end_lineno or bottom  # the body ends before the next clause
+            member = next((i for i, (t, _) in enumerate(members) if t <= first and last <= (members[i + 1][0] if i + 1 < len(members) else bottom)), None)
+            if member is None:
+                break
+            inner, stmt = members[member]
+            inner_col = _first_col(stmt)
+            inner_indent = old[inner][:inner_col]
+            if not inner_col or inner_indent.strip() or new[inner][:inner_col] != inner_indent:
+                break  # on its header's line, or the edit is in its indentation
+            header = [*header, indent + _BLOCK_HEADERS[type(block)], *([inner_indent + "pass"] if member else [])]  # a statement before it, as in the block
+            row = len(header) - (1 if member else 0)  # the stand-in header's row
+            cands = [*((t + delta, _first_col(s), row) for t, s in members[member + 1 :]), *cands]
+            top, col, indent = inner, inner_col, inner_indent
+            bottom = members[member + 1][0] if member + 1 < len(members) else bottom
+            block = stmt if type(stmt) in _BLOCK_HEADERS else None
+        found = _resynchronised(new, top, header, col, cands)
+        if found is None:
+            return None
+        inside, resumed = found
+        return [*before, *([a, *inside[1:]] if header else inside), *resumed]
 
     def _known_members(self, start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
         """`_known_members` of the last statement asked, kept while someone types in it."""
@@ -274,6 +330,105 @@ class IncrementalBuilder:
         return self._with_flow_parts(
             ModuleModel(source, path, imports, functions, classes, loops, ast.Module(body=body, type_ignores=[]))
         )
+
+
+def _line_diff(old: list[str], new: list[str]) -> tuple[int, int]:
+    """The first line that differs, and how many lines at the end are the same (not overlapping it)."""
+    common = min(len(old), len(new))
+    first = 0
+    while first < common and old[first] == new[first]:
+        first += 1
+    tail = 0
+    while tail < common - first and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return first, tail
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    """A statement's first line (0-based), its decorators included."""
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1
+
+
+def _first_col(stmt: ast.stmt) -> int:
+    return min([stmt.col_offset, *(d.col_offset for d in getattr(stmt, "decorator_list", ()))])
+
+
+# Stand-in headers: the parser is in the same block after each as after the real one
+_BLOCK_HEADERS: dict[type, str] = {
+    ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():", ast.For: "for _ in _:",
+    ast.AsyncFor: "async for _ in _:", ast.While: "while _:", ast.If: "if _:", ast.With: "with _:", ast.AsyncWith: "async with _:", ast.Try: "try:",
+}
+_RESYNC_LINES = 150  # the longest part of a broken text `_resynchronised` parses (parso: ~0.15 ms a line)
+_STATEMENT_START = re.compile(r"(?!(?:else|elif|except|finally)\b)[^\s#\\]")  # cannot continue the statement before
+
+
+def _resynchronised(lines: list[str], top: int, header: list[str], col: int, cands: list[tuple[int, int, int]]) -> tuple[list[int], list[int]] | None:
+    """parso's top-level statements of a text (`lines`) from line `top`, where a statement of
+    the block `header` stands in for (the whole module when empty) starts at column `col`, the
+    tokenizer and the parser being where a fresh parse of `header` leaves them: the first lines
+    of the module's statements from `top` up to the first of `cands` (later statements of the
+    valid text, as line and column, in order) at which the parse resynchronises, and the
+    top-level ones of `cands` from there; every statement to the end of the text when none does.
+    The part parsed grows until one does (a statement of the same block at its column after a
+    NEWLINE token or with a keyword of `_BREAKS`), or gives up (None) past `_RESYNC_LINES` lines."""
+    if top >= len(lines) or not _STATEMENT_START.match(lines[top], col):
+        return None
+    grammar = parso_grammar()
+    shift = top - len(header)  # window row (1-based) - 1 + shift = line
+    count = 1
+    while True:
+        upto = min(count, len(cands))
+        end = cands[upto - 1][0] + 1 if upto else len(lines)
+        if upto == len(cands) and count > len(cands):
+            end = len(lines)
+        if end - top > _RESYNC_LINES:
+            return None
+        window = "\n".join([*header, *lines[top:end]]) + ("\n" if end < len(lines) else "")
+        module = grammar.parse(window, error_recovery=True, cache=False, diff_cache=False)
+        children = [child for child in module.children if child.type != "endmarker"]
+        for index, (line, column, row) in enumerate(cands[:upto]):
+            if line >= end:
+                break
+            position = (line - shift + 1, column)
+            if _starts_statement(module, position, row):
+                inside = [child.start_pos[0] - 1 + shift for child in children if child.start_pos < position]
+                return inside, [c[0] for c in cands[index:] if not c[2]]
+        if end >= len(lines):
+            return [child.start_pos[0] - 1 + shift for child in children], []
+        count *= 2
+
+
+# Keywords at which parso's tokenizer closes every bracket and f-string still open and dedents to
+# their column (`ALWAYS_BREAK_TOKENS` in parso/python/tokenize.py): after one at a line start it
+# is where it is after a NEWLINE token and that line's indentation.
+_BREAKS = frozenset({"import", "class", "def", "try", "except", "finally", "while", "with", "return", "continue", "break", "del", "pass", "global", "assert", "nonlocal"})
+
+
+def _starts_statement(module: Any, position: tuple[int, int], row: int) -> bool:
+    """Whether a statement of the module (`row`: of the body of the stand-in header on that row)
+    starts at `position` of `module`, right after a NEWLINE token or with a keyword of `_BREAKS`."""
+    try:
+        leaf = module.get_leaf_for_position(position)
+    except ValueError:
+        return False
+    if leaf is None or leaf.start_pos != position:
+        return False
+    previous = leaf.get_previous_leaf()
+    if previous is None or (previous.type != "newline" and leaf.value not in _BREAKS):
+        return False
+    node = leaf
+    while node.parent is not None and node.parent.start_pos == position:
+        node = node.parent
+    parent = node.parent
+    if not row:
+        return parent is module
+    return parent is not None and parent.type == "suite" and parent.parent is not None and parent.parent.start_pos[0] == row and _child_of(module, parent) is module.children[0]
+
+
+def _child_of(module: Any, node: Any) -> Any:
+    while node.parent is not None and node.parent is not module:
+        node = node.parent
+    return node
 
 
 def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] | None:
@@ -486,14 +641,15 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
-def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | None:
+def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | Literal[False] | None:
     """The parse of a top-level class whose edit stays inside one of its methods, from its
     previous parse: only that method is parsed again (inside a stand-in `class _:` header, so
     its indentation and absolute line numbers hold), the other statements of the class body
     are the previous nodes. Only when the line count is unchanged and the method alone parses
     into one function ending on the same line, which is then what a parse of the whole class
     gives (the text around it is the same, and the method leaves the tokenizer where the old
-    one did). None otherwise: the caller parses the whole statement."""
+    one did). False when the edited method does not parse alone; None otherwise: the caller
+    parses the whole statement."""
     if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
         return None
     old_lines, lines = old_code.split("\n"), code.split("\n")
@@ -517,7 +673,7 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
             warnings.simplefilter("ignore")
             wrapper = ast.parse(padded).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        return False
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None

@@ -896,3 +896,80 @@ def test_string_lines_are_those_of_pythons_tokenizer() -> None:
     assert len(texts) > 100
     for code in texts:
         assert incremental._string_lines(code) == tokenizer(code), code[:200]
+
+
+def _real_texts() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    paths = sorted([*root.glob("tests/fixtures/*/*.py"), *root.glob("core/*.py"), *root.glob("server/*.py"), *root.glob("estimator/*.py")])
+    texts = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        if ast_starts(text) is not None:
+            texts.append(text)
+    return texts
+
+
+REAL_TEXTS = _real_texts()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(REAL_TEXTS) - 1), st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.sampled_from(["(", "[", '"', ":", "'", "{"])), min_size=1, max_size=3))
+@example(0, [(0.5, 1.0, "(")])
+def test_statements_of_a_broken_text_from_its_edited_part_are_parsos(index: int, keys: list[tuple[float, float, str]]) -> None:
+    """Whenever `starts_after_broken_edit` answers, the statements are those of parso's full
+    parse of the broken text; keys typed anywhere in real files (fixtures, the core, the server),
+    one after another, then deleted again."""
+    text = REAL_TEXTS[index]
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    typed: list[int] = []
+    lines = text.split("\n")
+    line = int(keys[0][0] * (len(lines) - 1))
+    current = text
+    for at, col, key in keys:
+        if not typed:
+            offset = sum(len(s) + 1 for s in lines[:line]) + int(col * len(lines[line]))
+        else:
+            offset = typed[-1] + 1 if at < 0.5 else typed[-1]  # the next key after the last, or before it
+        current = current[:offset] + key + current[offset:]
+        typed.append(offset)
+        source = SourceText(current)
+        known = builder.starts_after_broken_edit(source)
+        expected = parse_statements_starts(current)
+        if known is not None:
+            assert chunk_lines(source, known) == chunk_lines(source, expected), (current[max(0, offset - 80) : offset + 80], key)
+        builder.build(source, chunk_lines(source, expected), "t.py")
+    for offset in reversed(typed):  # deleted again, last key first
+        current = current[:offset] + current[offset + 1 :]
+        source = SourceText(current)
+        known = builder.starts_after_broken_edit(source)
+        expected = parse_statements_starts(current)
+        if known is not None:
+            assert chunk_lines(source, known) == chunk_lines(source, expected)
+        builder.build(source, chunk_lines(source, expected), "t.py")
+    assert current == text
+
+
+def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `(` typed in a parenthesised import list, or at the end of a line in one method of a
+    class: the statements come from parsing a few lines (not the file), and are parso's."""
+    methods = "".join(f"    def m{i}(self, x):\n        y = f(x,\n              {i})\n        return y\n\n" for i in range(40))
+    text = "from a import (\n    b,\n    c,\n)\nimport d\n\n\nclass Big:\n" + methods + "\ndef after():\n    return 1\n"
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    sizes: list[int] = []
+    grammar = incremental.parso_grammar()
+    real = grammar.parse
+    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: sizes.append(code.count("\n")) or real(code, *a, **k))
+    for marker in ("    b,\n", "    def m20(self, x):\n        y = f(x,\n"):
+        offset = text.index(marker) + len(marker) - 1
+        broken = text[:offset] + "(" + text[offset:]
+        expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
+        sizes.clear()
+        known = builder.starts_after_broken_edit(SourceText(broken))
+        assert sizes and max(sizes) < 20 < text.count("\n")
+        assert known is not None and chunk_lines(SourceText(broken), known) == expected
