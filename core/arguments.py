@@ -156,8 +156,9 @@ def value_made(model: ModuleModel, value: Value, scope: str, env: dict[str, Valu
         if kind is Kind.UNKNOWN:
             return None
         return frozenset({Made(kind, callee if tail(callee)[:1].isupper() and "." in callee else None)})
-    if value.method in _MODULE_SELF_METHODS and value.receiver and value.base == value.receiver:
-        found = _name_values(model, value.receiver, scope, env)
+    if value.method in _MODULE_SELF_METHODS and value.receiver:
+        receiver = None if value.base == value.receiver else _receiver_call(model, value, scope)
+        found = _name_values(model, value.receiver, scope, env) if receiver is None else value_made(model, receiver, scope, env)
         if found and all(m.kind is Kind.MODEL for m in found):
             return found
     if value.method in _SELF_WRAPPERS and value.receiver:
