@@ -5,8 +5,8 @@ DataLoader, ...) and, when known, its class (`torch.nn.CrossEntropyLoss`, `Polic
 a wrapper such as `DistributedDataParallel(...)`, `DataParallel(...)`, `.to(device)` or
 `torch.compile(...)` keeps the wrapped module's class, and so do the library functions documented
 to return the module they are given, `nn.SyncBatchNorm.convert_sync_batchnorm(m)`,
-`spectral_norm(m)`, and the module methods that return self, `.apply(fn)`, `.type(...)`). An instance of a plain class of the file
-is `Made(Kind.UNKNOWN, cls)`: known, and none of those kinds.
+`spectral_norm(m)`, and the module methods that return self, `.apply(fn)`, `.type(...)`). An
+instance of a plain class of the file is `Made(Kind.UNKNOWN, cls)`: known, and none of those kinds.
 
 `values_of(model, name, scope)` is every value `name` may hold in `scope`, as a frozenset of
 `Made`, or None when one of them is unknown: the join over its assignments (in any branch), and
@@ -26,8 +26,8 @@ are complete only when it is private (`_helper`), nested in another function, or
 the module's own top-level code (a script's `if __name__ == "__main__": main()`, a notebook
 cell) through the file's calls, or nested in a function that is (a closure handed to an engine
 still belongs to the program). A name read in a closure holds what the enclosing function binds
-it to, unless some function declares it `nonlocal` or `global` (then unknown). A library module's public `train_one_epoch(model, criterion)`
-therefore stays unknown. Every fact read here lies in the function, its callers up to the module
+it to, unless some function declares it `nonlocal` or `global` (then unknown). A library
+module's public `train_one_epoch(model, criterion)` therefore stays unknown. Every fact read here lies in the function, its callers up to the module
 level and the names they read: the statements the language server links to it by name.
 """
 
@@ -71,6 +71,7 @@ _MODULE_RETURNING = (
     "parametrizations.weight_norm",
 )
 _TRANSPARENT_DECORATORS = NO_GRAD_CONTEXTS | {"staticmethod", "classmethod", "torch.enable_grad"}
+_DECLARED = re.compile(r"\b(?:nonlocal|global)\s+(\w+(?:[ \t]*,[ \t]*\w+)*)")
 _STARRED = re.compile(r"[(,]\s*\*")
 _STRINGS = re.compile("|".join((r'"""[\s\S]*?"""', r"'''[\s\S]*?'''", r'"(?:\\.|[^"\\\n])*"', r"'(?:\\.|[^'\\\n])*'", r"#[^\n]*")))
 
@@ -249,10 +250,12 @@ def _param_values(model: ModuleModel, qualname: str, param: str) -> Values:
 def _rebound_elsewhere(model: ModuleModel, name: str) -> bool:
     """Some function of the file declares `nonlocal name` or `global name`: its assignments re-bind
     the name of an enclosing scope, which the join over that scope's own assignments would miss."""
-    code = _code(model)
-    if "nonlocal" not in code and "global" not in code:
-        return False
-    return re.search(rf"\b(?:nonlocal|global)\s+(?:\w+\s*,\s*)*{re.escape(name)}\b", code) is not None
+    declared: frozenset[str] | None = model.__dict__.get("_tpf_rebound")
+    if declared is None:
+        code = _code(model)
+        found = (n.strip() for m in _DECLARED.finditer(code) for n in m.group(1).split(",")) if "nonlocal" in code or "global" in code else ()
+        declared = model.__dict__["_tpf_rebound"] = frozenset(found)
+    return name in declared
 
 
 def _param_owner(model: ModuleModel, name: str, scope: str) -> str | None:

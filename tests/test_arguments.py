@@ -287,3 +287,19 @@ def test_library_functions_and_methods_that_return_the_module_they_are_given() -
     assert values_of(m, "table", "main") is None  # `.apply` of something not known to be a module
     assert values_of(m, "odd", "main") is None
     assert values_of(m, "plain", "main") is None
+
+
+def test_a_global_declaration_makes_the_module_name_unknown() -> None:
+    m = model_of(
+        """
+        net = Net()
+
+        def reset():
+            global step, net
+            net = make_thing()
+
+        def main():
+            print(net)
+        """
+    )
+    assert values_of(m, "net", "main") is None
