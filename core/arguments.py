@@ -3,8 +3,10 @@
 A `Made` is one possible value: its `Kind` (an nn.Module, an optimizer, a loss criterion, a
 DataLoader, ...) and, when known, its class (`torch.nn.CrossEntropyLoss`, `Policy` of the file;
 a wrapper such as `DistributedDataParallel(...)`, `DataParallel(...)`, `.to(device)` or
-`torch.compile(...)` keeps the wrapped module's class). An instance of a plain class of the file
-is `Made(Kind.UNKNOWN, cls)`: known, and none of those kinds.
+`torch.compile(...)` keeps the wrapped module's class, and so do the library functions documented
+to return the module they are given, `nn.SyncBatchNorm.convert_sync_batchnorm(m)`,
+`spectral_norm(m)`, and the module methods that return self, `.apply(fn)`, `.type(...)`). An
+instance of a plain class of the file is `Made(Kind.UNKNOWN, cls)`: known, and none of those kinds.
 
 `values_of(model, name, scope)` is every value `name` may hold in `scope`, as a frozenset of
 `Made`, or None when one of them is unknown: the join over its assignments (in any branch), and
@@ -22,8 +24,10 @@ not resolve to it, or a call passes `*args` / `**kwargs`. A public function is a
 from the user's other modules unless the file itself is the program that runs it: its callers
 are complete only when it is private (`_helper`), nested in another function, or reached from
 the module's own top-level code (a script's `if __name__ == "__main__": main()`, a notebook
-cell) through the file's calls. A library module's public `train_one_epoch(model, criterion)`
-therefore stays unknown. Every fact read here lies in the function, its callers up to the module
+cell) through the file's calls, or nested in a function that is (a closure handed to an engine
+still belongs to the program). A name read in a closure holds what the enclosing function binds
+it to, unless some function declares it `nonlocal` or `global` (then unknown). A library
+module's public `train_one_epoch(model, criterion)` therefore stays unknown. Every fact read here lies in the function, its callers up to the module
 level and the names they read: the statements the language server links to it by name.
 """
 
@@ -53,7 +57,21 @@ CRITERION_FAMILY = {
 }
 MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "DDP", "FSDP", "FullyShardedDataParallel"})
 _SELF_WRAPPERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_"})
+# Module methods the PyTorch docs say return self, which other receivers spell with another meaning
+# (`df.apply(fn)`, `tensor.type(dtype)`): the receiver's values only when every one is a module.
+_MODULE_SELF_METHODS = frozenset({"apply", "share_memory", "to_empty", "type", "xpu", "ipu", "mtia"})
+# Library functions whose documented return is the module they are given (its class kept): "the
+# original module with the converted SyncBatchNorm layers" (a BatchNorm*D given alone becomes a new
+# SyncBatchNorm), "the original module with the spectral/weight norm hook" or parametrization.
+_MODULE_RETURNING = (
+    "SyncBatchNorm.convert_sync_batchnorm",
+    "nn.utils.spectral_norm",
+    "nn.utils.weight_norm",
+    "parametrizations.spectral_norm",
+    "parametrizations.weight_norm",
+)
 _TRANSPARENT_DECORATORS = NO_GRAD_CONTEXTS | {"staticmethod", "classmethod", "torch.enable_grad"}
+_DECLARED = re.compile(r"\b(?:nonlocal|global)\s+(\w+(?:[ \t]*,[ \t]*\w+)*)")
 _STARRED = re.compile(r"[(,]\s*\*")
 _STRINGS = re.compile("|".join((r'"""[\s\S]*?"""', r"'''[\s\S]*?'''", r'"(?:\\.|[^"\\\n])*"', r"'(?:\\.|[^'\\\n])*'", r"#[^\n]*")))
 
@@ -121,6 +139,13 @@ def value_made(model: ModuleModel, value: Value, scope: str, env: dict[str, Valu
             if callee == "torch.compile":
                 return None if model.kind_of_value(value, scope) is not Kind.MODEL else frozenset({Made(Kind.MODEL)})
             return frozenset({Made(Kind.MODEL)})
+        if any(callee == f or callee.endswith("." + f) for f in _MODULE_RETURNING):
+            call = _call_at(model, value, scope)
+            given = (call.keyword("module") or (call.args[0] if call.args else None)) if call else None
+            inner = value_made(model, given, scope, env) if given is not None else None
+            if not inner or any(m.kind is not Kind.MODEL for m in inner):
+                return None
+            return frozenset(Made(Kind.MODEL, None if m.cls and "BatchNorm" in tail(m.cls) else m.cls) for m in inner)
         if callee in CRITERION_FAMILY:
             return frozenset({Made(Kind.LOSS_FN, callee)})
         cls = _local_class(model, callee, scope)
@@ -132,6 +157,11 @@ def value_made(model: ModuleModel, value: Value, scope: str, env: dict[str, Valu
         if kind is Kind.UNKNOWN:
             return None
         return frozenset({Made(kind, callee if tail(callee)[:1].isupper() and "." in callee else None)})
+    if value.method in _MODULE_SELF_METHODS and value.receiver:
+        receiver = None if value.base == value.receiver else _receiver_call(model, value, scope)
+        found = _name_values(model, value.receiver, scope, env) if receiver is None else value_made(model, receiver, scope, env)
+        if found and all(m.kind is Kind.MODEL for m in found):
+            return found
     if value.method in _SELF_WRAPPERS and value.receiver:
         if value.base == value.receiver:
             return _name_values(model, value.receiver, scope, env)
@@ -164,6 +194,8 @@ def _name_values(model: ModuleModel, name: str, scope: str, env: dict[str, Value
 
 
 def _values_of(model: ModuleModel, name: str, scope: str) -> Values:
+    if "." not in name and _rebound_elsewhere(model, name):
+        return None  # `nonlocal name` / `global name`: another function re-binds it
     assigned = model.assignments(name, scope)
     if not assigned:
         owner = _param_owner(model, name, scope)
@@ -213,6 +245,17 @@ def _param_values(model: ModuleModel, qualname: str, param: str) -> Values:
             return None
         found |= made
     return found or None
+
+
+def _rebound_elsewhere(model: ModuleModel, name: str) -> bool:
+    """Some function of the file declares `nonlocal name` or `global name`: its assignments re-bind
+    the name of an enclosing scope, which the join over that scope's own assignments would miss."""
+    declared: frozenset[str] | None = model.__dict__.get("_tpf_rebound")
+    if declared is None:
+        code = _code(model)
+        found = (n.strip() for m in _DECLARED.finditer(code) for n in m.group(1).split(",")) if "nonlocal" in code or "global" in code else ()
+        declared = model.__dict__["_tpf_rebound"] = frozenset(found)
+    return name in declared
 
 
 def _param_owner(model: ModuleModel, name: str, scope: str) -> str | None:
@@ -280,7 +323,12 @@ def _reached(model: ModuleModel, qualname: str) -> bool:
     if qualname not in memo:
         memo[qualname] = False  # a cycle reaches nothing
         sites = callers(model, qualname)
-        memo[qualname] = bool(sites) and any(not s.function or _reached(model, s.function) for s in sites or ())
+        fn = model.functions.get(qualname)
+        nested = fn is not None and bool(fn.parent) and not fn.owner and not fn.is_lambda
+        # a function nested in one the program runs is the program's, however it is run (an engine's step)
+        memo[qualname] = (bool(sites) and any(not s.function or _reached(model, s.function) for s in sites or ())) or (
+            nested and _reached(model, fn.parent or "")
+        )
     return memo[qualname]
 
 
@@ -321,9 +369,7 @@ def _occurrences(model: ModuleModel, key: str, code_only: bool) -> tuple[int, in
     memo: dict[tuple[str, bool], tuple[int, int]] = model.__dict__.setdefault("_tpf_occurrences", {})
     found = memo.get((key, code_only))
     if found is None:
-        code: str | None = model.__dict__.get("_tpf_code") if code_only else model.source.text
-        if code is None:
-            code = model.__dict__["_tpf_code"] = _STRINGS.sub('""', model.source.text)
+        code = _code(model) if code_only else model.source.text
         attribute = key.startswith(".")
         calls = other = 0
         name = key.lstrip(".")
@@ -340,6 +386,14 @@ def _occurrences(model: ModuleModel, key: str, code_only: bool) -> tuple[int, in
             start = code.find(name, end)
         found = memo[(key, code_only)] = (calls, other)
     return found
+
+
+def _code(model: ModuleModel) -> str:
+    """The file's text with strings and comments left out (memoised per model)."""
+    code: str | None = model.__dict__.get("_tpf_code")
+    if code is None:
+        code = model.__dict__["_tpf_code"] = _STRINGS.sub('""', model.source.text)
+    return code
 
 
 def _word(text: str, index: int) -> bool:

@@ -218,3 +218,88 @@ def test_none_adds_nothing_and_a_method_of_another_receiver_is_unknown() -> None
         """
     )
     assert classes(param_values(n, "act", "policy")) == {("model", "Net")}
+
+
+def test_an_argument_of_a_closure_is_what_the_enclosing_function_binds() -> None:
+    m = model_of(
+        """
+        def select_action(policy, observation):
+            return policy(observation)
+
+        def act(agent, observation):
+            return agent(observation)
+
+        def main():
+            policy = Net()
+            agent = Net()
+
+            def step(engine, batch):
+                nonlocal agent
+                select_action(policy, batch)
+                act(agent, batch)
+                agent = Plain()
+
+            Engine(step).run([])
+        """
+    )
+    assert classes(values_of(m, "policy", "main.step")) == {("model", "Net")}
+    # the closure runs only when `main` does, which the script runs: the callers are all seen
+    assert classes(param_values(m, "select_action", "policy")) == {("model", "Net")}
+    assert values_of(m, "agent", "main.step") is None  # re-bound through `nonlocal`
+    assert values_of(m, "agent", "main") is None
+    assert param_values(m, "act", "agent") is None
+
+
+def test_a_closure_of_a_library_function_is_not_the_program() -> None:
+    m = model_of(
+        """
+        def select_action(policy, observation):
+            return policy(observation)
+
+        def main():
+            policy = Net()
+
+            def step(engine, batch):
+                select_action(policy, batch)
+
+            Engine(step).run([])
+        """,
+        script=False,
+    )
+    assert param_values(m, "select_action", "policy") is None
+
+
+def test_library_functions_and_methods_that_return_the_module_they_are_given() -> None:
+    m = model_of(
+        """
+        def main():
+            clf = Net().apply(init)
+            clf = nn.SyncBatchNorm.convert_sync_batchnorm(clf)
+            clf = torch.nn.utils.spectral_norm(clf.cuda())
+            bn = torch.nn.SyncBatchNorm.convert_sync_batchnorm(nn.BatchNorm2d(3))
+            table = make_thing().apply(init)
+            odd = nn.SyncBatchNorm.convert_sync_batchnorm(make_thing())
+            plain = Plain().type(torch.float16)
+        """
+    )
+    assert classes(values_of(m, "clf", "main")) == {("model", "Net")}
+    assert classes(values_of(m, "bn", "main")) == {("model", None)}  # a BatchNorm given alone becomes a new SyncBatchNorm
+    assert values_of(m, "table", "main") is None  # `.apply` of something not known to be a module
+    assert values_of(m, "odd", "main") is None
+    assert values_of(m, "plain", "main") is None
+
+
+def test_a_global_declaration_makes_the_module_name_unknown() -> None:
+    m = model_of(
+        """
+        net = Net()
+
+        def reset():
+            global step, net
+            net = make_thing()
+
+        def main():
+            print(net)
+        """
+    )
+    assert values_of(m, "net", "main") is None

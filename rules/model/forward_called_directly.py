@@ -15,7 +15,8 @@ file (built in the same function or in its class's `__init__`) is not, and when 
 its networks from scratch (plain classes with their own `forward` and `backward`), a receiver
 nothing identifies as a module is not flagged either. A parameter is a module when every caller
 of the file passes one (`select_action(policy, obs)` with `policy = Policy()`, or a
-`DistributedDataParallel(...)` of one), whatever its name; when a caller passes something else
+`DistributedDataParallel(...)` or `convert_sync_batchnorm(...)` of one, also from a closure that
+reads the enclosing function's `policy`), whatever its name; when a caller passes something else
 or something the file cannot read, or other modules may call the function, only its name speaks.
 
 ## Example
