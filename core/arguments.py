@@ -312,8 +312,9 @@ def _callers(model: ModuleModel, qualname: str) -> list[Event] | None:
         return None
     if any(_STARRED.search(model.source.slice(e.span)) for e in sites):
         return None
-    if not (fn.name.startswith("_") and fn.name != "__init__") and not (fn.parent and not fn.owner) and not any(not s.function or _reached(model, s.function) for s in sites):
-        return None  # a public function of a module others may import
+    public = not (fn.name.startswith("_") and fn.name != "__init__") and not (fn.parent and not fn.owner)
+    if public and (model.imported or not any(not s.function or _reached(model, s.function) for s in sites)):
+        return None  # a public function of a module others may import (or do: the checked file imports this one)
     return sites
 
 

@@ -217,11 +217,11 @@ class Project:
                 del self._models[stale]  # an older version of the same file (an editor buffer changes on every keystroke)
             parsed = self._parsed.get(key)
             if parsed is not None:
-                self._models[key] = build(parsed.tree, parsed.source, path, imports=parsed.imports)
+                self._models[key] = build(parsed.tree, parsed.source, path, imports=parsed.imports, imported=True)
             else:
                 text = self._text(path, text, size)
                 source = SourceText(text) if text is not None else None
-                self._models[key] = build(parse(source).tree, source, path) if source is not None else None
+                self._models[key] = build(parse(source).tree, source, path, imported=True) if source is not None else None
         return self._models[key]
 
     def _function_model(self, path: str, name: str, used: dict[str, Dependency], budget: Budget | None) -> ModuleModel | None:
@@ -252,7 +252,7 @@ class Project:
             model = None
         else:
             self._parsed.move_to_end(key)
-            model = build(_slice(parsed.tree, name, parsed.mentions), parsed.source, path, imports=parsed.imports)
+            model = build(_slice(parsed.tree, name, parsed.mentions), parsed.source, path, imports=parsed.imports, imported=True)
         self._slices[slice_key] = model
         return model
 

@@ -251,6 +251,9 @@ class ModuleModel:
     # What an imported callee returns, from the whole-program summaries (set by the training model when it
     # has the project); None: unknown. Never part of the model's identity.
     external_kind: Callable[[str], Kind | None] | None = field(default=None, compare=False, repr=False)
+    # Built as another module of the project, which the checked file imports: its `__main__` block does
+    # not run and the importer may call any of its public functions (core/arguments.py: callers unknown).
+    imported: bool = field(default=False, compare=False, repr=False)
 
     # --- queries -----------------------------------------------------------------------
 
@@ -1130,11 +1133,17 @@ def _has_modulo(node: ast.AST) -> bool:
 
 
 def build(
-    tree: ast.Module, source: SourceText, path: str = "<string>", module_name: str = "", imports: ImportMap | None = None
+    tree: ast.Module,
+    source: SourceText,
+    path: str = "<string>",
+    module_name: str = "",
+    imports: ImportMap | None = None,
+    imported: bool = False,
 ) -> ModuleModel:
     """The model of `tree`. `imports`: the import map of the whole module when `tree` holds only some of
-    its statements (core/project.py builds a slice of another module around one function)."""
+    its statements (core/project.py builds a slice of another module around one function). `imported`:
+    the module is another one of the project, read for the checked file that imports it."""
     imports = imports if imports is not None else ImportMap.from_tree(tree, module_name)
     builder = _Builder(source, imports)
     builder.build(tree)
-    return ModuleModel(source, path, imports, builder.functions, builder.classes, builder.loops, tree)
+    return ModuleModel(source, path, imports, builder.functions, builder.classes, builder.loops, tree, imported=imported)

@@ -120,14 +120,15 @@ def _fixture_files() -> list[Path]:
 @pytest.mark.parametrize("path", _fixture_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_slice_answers_like_the_whole_module(path: Path) -> None:
     """For every top-level function of a fixture: the same expansion, the same summary, the same
-    return kind from the slice as from the whole module."""
+    return kind from the slice as from the whole module, both read as another module of the project
+    (as core/project.py reads them: the importer may call any public function)."""
     source = SourceText(path.read_text())
     tree = parse(source).tree
-    whole = build(tree, source, str(path))
+    whole = build(tree, source, str(path), imported=True)
     imports = whole.imports
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     for name in names:
-        part = build(_slice(tree, name), source, str(path), imports=imports)
+        part = build(_slice(tree, name), source, str(path), imports=imports, imported=True)
         assert _normalised(TrainingModel(part).expanded(name)) == _normalised(TrainingModel(whole).expanded(name)), name
         a, b = Project().view(), Project().view()
         assert a.summary(part, name) == b.summary(whole, name), name
