@@ -101,12 +101,12 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     flow = DataFlow.of(model)
     for scope in list(flow.scopes.values()):
         for call in scope.calls:
-            loss = _loss_kind(flow, call, scope.qualname)
             arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
-            if loss is None or arg is None:
-                continue
-            found = _activation(flow, arg, scope.qualname, 0)
+            found = _activation(flow, arg, scope.qualname, 0) if arg is not None else None
             if found is None:
+                continue  # first the cheaper question: most calls take no activation's output
+            loss = _loss_kind(flow, call, scope.qualname)
+            if loss is None:
                 continue
             activation, where = found
             template = _BAD.get((loss, activation))
