@@ -18,10 +18,12 @@ from __future__ import annotations
 import ast
 import copy
 import os
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torch_preflight.core.jedi_env import source_only_environment
 from torch_preflight.core.names import ImportMap, breadth_first
 from torch_preflight.core.parse import parse
 from torch_preflight.core.program import FunctionSummary, Program, SummaryStore, decorator_disables_grad
@@ -431,7 +433,11 @@ def _stub(cls: ast.stmt) -> ast.stmt:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             first = stmt.body[0]
             stub = copy.copy(stmt)
-            stub.body = [ast.Pass(lineno=first.lineno, col_offset=first.col_offset, end_lineno=first.lineno, end_col_offset=first.col_offset)]
+            stub.body = [
+                ast.Pass(
+                    lineno=first.lineno, col_offset=first.col_offset, end_lineno=first.lineno, end_col_offset=first.col_offset
+                )
+            ]
             body.append(stub)
         else:
             body.append(_stub(stmt) if isinstance(stmt, ast.ClassDef) else stmt)
@@ -447,7 +453,9 @@ def _defines_function(body: list[ast.stmt], name: str) -> bool:
             return True
         if not isinstance(stmt, _DEFS):
             blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
-            blocks += [h.body for h in getattr(stmt, "handlers", None) or []] + [c.body for c in getattr(stmt, "cases", None) or []]
+            blocks += [h.body for h in getattr(stmt, "handlers", None) or []] + [
+                c.body for c in getattr(stmt, "cases", None) or []
+            ]
             if any(_defines_function(block, name) for block in blocks):
                 return True
     return False
@@ -479,13 +487,19 @@ def _jedi_find(importer: str, module: str, root: Path | None) -> str | None:
     """Resolve `module` with jedi, accepting only a file inside the project root."""
     if root is None or not module.replace(".", "").replace("_", "").isalnum():
         return None
+    top = module.partition(".")[0]
+    folders = [root, root / "src", *(Path(p) for p in sys.path if p and root in Path(p).parents)]
+    if not any((f / top).is_dir() or (f / f"{top}.py").is_file() for f in folders):
+        return None  # no file of the project can be it (jedi would take 15-50 ms to say so)
     try:
         import jedi
 
         extra = [str(root / "src")] if (root / "src").is_dir() else []
         project = jedi.Project(str(root), added_sys_path=extra)
         code = f"import {module}\n"
-        names = jedi.Script(code, path=importer, project=project).goto(1, len(code) - 1, follow_imports=True)
+        names = jedi.Script(code, path=importer, project=project, environment=source_only_environment()).goto(
+            1, len(code) - 1, follow_imports=True
+        )
     except Exception:  # jedi is best effort: an unresolved import only makes rules quieter
         return None
     for name in names:

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torch_preflight.core.jedi_env import source_only_environment
 from torch_preflight.estimator.values import Module
 
 # a registered timm model: `@register_model` (possibly with other decorators) above `def NAME(`
@@ -41,8 +42,16 @@ def environment_paths(python: str | None) -> tuple[str, ...]:
     if not where.exists():
         return ()
     root = where if where.is_dir() else where.parent.parent  # <env>/bin/python, <env>\Scripts\python.exe
-    sites = [site for pattern in ("lib/python3*/site-packages", "lib64/python3*/site-packages", "lib/python3*/dist-packages",
-                                  "local/lib/python3*/dist-packages") for site in sorted(root.glob(pattern))]  # venvs, Debian
+    sites = [
+        site
+        for pattern in (
+            "lib/python3*/site-packages",
+            "lib64/python3*/site-packages",
+            "lib/python3*/dist-packages",
+            "local/lib/python3*/dist-packages",
+        )
+        for site in sorted(root.glob(pattern))
+    ]  # venvs, Debian
     sites += [root / "Lib" / "site-packages"] if (root / "Lib" / "site-packages").is_dir() else []
     paths: list[str] = []
     for site in sites:
@@ -117,39 +126,24 @@ def _module_file(module: str, paths: tuple[str, ...]) -> str | None:
 
 
 def _goto(code: str, line: int, column: int, paths: tuple[str, ...]) -> list[Any]:
+    top = code.split()[1].split(".")[0]  # `import timm.models...`
+    if not _on_paths(top, paths):
+        return []  # jedi, searching `paths` only, would find nothing (about 8 ms a name to learn it)
     try:
         import jedi
 
         project = jedi.Project(paths[0] if paths else ".", sys_path=list(paths), smart_sys_path=False)
-        return list(jedi.Script(code, project=project, environment=_source_only_environment()).goto(line, column, follow_imports=True))
+        return list(
+            jedi.Script(code, project=project, environment=source_only_environment()).goto(line, column, follow_imports=True)
+        )
     except Exception:  # jedi is best effort: a library not found is read from the catalog, or reported unknown
         return []
 
 
 @functools.cache
-def _source_only_environment() -> Any:
-    """A jedi environment that runs in this process and never loads a compiled module: jedi's accessor would import
-    it (here, or in the subprocess an ordinary environment starts); this one answers that there is none, except
-    for the modules built into the interpreter (`builtins`, `sys`), which are loaded already."""
-    from jedi.api.environment import InterpreterEnvironment
-    from jedi.inference.compiled.subprocess import InferenceStateSameProcess
-
-    class SourceOnlyProcess(InferenceStateSameProcess):  # type: ignore[misc]
-        def __getattr__(self, name: str) -> Any:
-            function = super().__getattr__(name)
-            if name != "load_module":
-                return function
-
-            def load_builtin(*args: Any, dotted_name: str = "", **kwargs: Any) -> Any:
-                return function(*args, dotted_name=dotted_name, **kwargs) if dotted_name in sys.builtin_module_names else None
-
-            return load_builtin
-
-    class SourceOnlyEnvironment(InterpreterEnvironment):  # type: ignore[misc]
-        def get_inference_state_subprocess(self, inference_state: Any) -> Any:
-            return SourceOnlyProcess(inference_state)
-
-    return SourceOnlyEnvironment()
+def _on_paths(top: str, paths: tuple[str, ...]) -> bool:
+    """Whether a top-level package or module `top` lies in one of the folders `paths`."""
+    return any((Path(p) / top).is_dir() or (Path(p) / f"{top}.py").is_file() for p in paths)
 
 
 # the parts of a library whose functions and classes are read from its source: its models and their building blocks
@@ -173,7 +167,15 @@ def locate(qualified: str, paths: tuple[str, ...] | None) -> tuple[str, str, str
 
 
 # create_model's own arguments: the rest go on to the model's function
-_CREATE_MODEL_ONLY = ("model_name", "checkpoint_path", "cache_dir", "scriptable", "exportable", "no_jit", "pretrained_cfg_overlay")
+_CREATE_MODEL_ONLY = (
+    "model_name",
+    "checkpoint_path",
+    "cache_dir",
+    "scriptable",
+    "exportable",
+    "no_jit",
+    "pretrained_cfg_overlay",
+)
 
 
 def timm_create_model(it: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None, line: int, col: int) -> Any:
