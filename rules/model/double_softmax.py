@@ -102,7 +102,9 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     for scope in list(flow.scopes.values()):
         for call in scope.calls:
             arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "input"), None)
-            found = _activation(flow, arg, scope.qualname, 0) if arg is not None else None
+            if arg is None:
+                continue
+            found = _activation(flow, arg, scope.qualname, 0)
             if found is None:
                 continue  # first the cheaper question: most calls take no activation's output
             loss = _loss_kind(flow, call, scope.qualname)
