@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 
@@ -37,3 +39,9 @@ def source_only_environment() -> Any:
             return SourceOnlyProcess(inference_state)
 
     return SourceOnlyEnvironment()
+
+
+def holds_top_level(top: str, folders: Iterable[str | Path]) -> bool:
+    """Whether a top-level package or module `top` lies in one of `folders`: what jedi could find
+    there by source (asking jedi itself takes 8-50 ms to learn that it is not there)."""
+    return any((Path(f) / top).is_dir() or (Path(f) / f"{top}.py").is_file() for f in folders)

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch_preflight.core.jedi_env import source_only_environment
+from torch_preflight.core.jedi_env import holds_top_level, source_only_environment
 from torch_preflight.core.names import ImportMap, breadth_first
 from torch_preflight.core.parse import parse
 from torch_preflight.core.program import FunctionSummary, Program, SummaryStore, decorator_disables_grad
@@ -489,7 +489,7 @@ def _jedi_find(importer: str, module: str, root: Path | None) -> str | None:
         return None
     top = module.partition(".")[0]
     folders = [root, root / "src", *(Path(p) for p in sys.path if p and root in Path(p).parents)]
-    if not any((f / top).is_dir() or (f / f"{top}.py").is_file() for f in folders):
+    if not holds_top_level(top, folders):
         return None  # no file of the project can be it (jedi would take 15-50 ms to say so)
     try:
         import jedi

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torch_preflight.core.jedi_env import source_only_environment
+from torch_preflight.core.jedi_env import holds_top_level, source_only_environment
 from torch_preflight.estimator.values import Module
 
 # a registered timm model: `@register_model` (possibly with other decorators) above `def NAME(`
@@ -142,8 +142,8 @@ def _goto(code: str, line: int, column: int, paths: tuple[str, ...]) -> list[Any
 
 @functools.cache
 def _on_paths(top: str, paths: tuple[str, ...]) -> bool:
-    """Whether a top-level package or module `top` lies in one of the folders `paths`."""
-    return any((Path(p) / top).is_dir() or (Path(p) / f"{top}.py").is_file() for p in paths)
+    """Whether a top-level package or module `top` lies in one of the folders `paths` (memoised per name)."""
+    return holds_top_level(top, paths)
 
 
 # the parts of a library whose functions and classes are read from its source: its models and their building blocks
