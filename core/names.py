@@ -39,6 +39,19 @@ class ImportMap:
     def __init__(self, aliases: dict[str, str] | None = None) -> None:
         self.aliases: dict[str, str] = dict(aliases or {})
         self.stars: list[str] = []  # modules imported with `from m import *`
+        self._targets: frozenset[str] | None = None  # the aliases' targets, built when first asked
+
+    def brings_in(self, qualified: str) -> bool:
+        """`qualified` is an import's target or inside one (`utils.make_opt` after `import utils`)."""
+        if self._targets is None:
+            self._targets = frozenset(self.aliases.values())
+        name = qualified
+        while True:
+            if name in self._targets:
+                return True
+            name, dot, _ = name.rpartition(".")
+            if not dot:
+                return False
 
     @classmethod
     def from_tree(cls, tree: ast.AST, module_name: str = "") -> ImportMap:
@@ -55,6 +68,7 @@ class ImportMap:
         return imports
 
     def add_import(self, names: Iterable[ast.alias]) -> None:
+        self._targets = None
         for alias in names:
             if alias.asname:
                 self.aliases[alias.asname] = alias.name
@@ -63,6 +77,7 @@ class ImportMap:
                 self.aliases.setdefault(top, top)
 
     def add_from(self, module: str, names: Iterable[ast.alias]) -> None:
+        self._targets = None
         for alias in names:
             if alias.name == "*":
                 if module and module not in self.stars:

@@ -218,7 +218,7 @@ def _close_brackets(lines: list[str], line: int) -> bool:
 
 def _reindent(lines: list[str], line: int) -> bool:
     """Give a mis-indented line the indentation of the statement before it."""
-    if not 0 < line < len(lines):
+    if not 0 <= line < len(lines):  # the first line too: no statement before it, column 0 (as after blank lines)
         return False
     previous = next((lines[i] for i in range(line - 1, -1, -1) if lines[i].strip()), "")
     indent = previous[: len(previous) - len(previous.lstrip(" \t"))]

@@ -605,7 +605,7 @@ class ModuleModel:
 
     def comes_from_import(self, qualified: str) -> bool:
         """A resolved call name that an import of the file brought in (`utils.make_opt`)."""
-        return any(qualified == t or qualified.startswith(t + ".") for t in self.imports.aliases.values())
+        return self.imports.brings_in(qualified)
 
     def _all_methods(self, cls: ClassInfo) -> list[str]:
         names = list(cls.methods)

@@ -94,14 +94,6 @@ def library_name(qualified: str) -> bool:
     )
 
 
-def _local_head(model: ModuleModel, qualified: str) -> str:
-    """The local name a resolved callee was imported as (`tu` for `train_utils.train`)."""
-    for alias, target in model.imports.aliases.items():
-        if qualified == target or qualified.startswith(target + "."):
-            return alias
-    return ""
-
-
 def _rename(name: str | None, binding: dict[str, str]) -> str | None:
     """`model.module` in the callee -> `net.module` at the call when `model` is bound to `net`."""
     if not name:
@@ -194,7 +186,9 @@ class TrainingModel:
         callees, module-level bindings, base classes). The language server's caller works that
         out (torch_preflight/scoped.py); a function named here is never the module itself."""
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
-        self._inlined.update((k, v) for k, v in previous._inlined.items() if k[0] in functions and functions.issuperset(k[1]))
+        # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
+        # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
+        self._inlined.update((k, v) for k, v in previous._inlined.items() if k[0] in functions)
         self._calls_model.update((k, v) for k, v in previous._calls_model.items() if k[1] in functions)
         self._forwards.update((k, v) for k, v in previous._forwards.items() if v[0].function in functions)
         self._iterations.update((k, v) for k, v in previous._iterations.items() if k in loops)
@@ -343,7 +337,7 @@ class TrainingModel:
             return False
         if head in sys.stdlib_module_names or head in _COMMON_LIBRARIES or qualified.startswith("self."):
             return False
-        if not _local_head(self.model, qualified) and qualified == call.name:
+        if not self.model.imports.brings_in(qualified) and qualified == call.name:
             return False  # reached through an import, not a local binding
         if call.loops and len(self._stack) == 1:
             return True  # beyond the analysed file, only calls handed a model or an optimizer are followed

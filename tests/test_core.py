@@ -69,6 +69,15 @@ def test_half_typed_file_keeps_findings_of_intact_parts(broken: str) -> None:
     assert any(d.code == "TPF001" for d in result.diagnostics), result.diagnostics
 
 
+def test_an_indented_first_line_is_repaired_as_it_is_after_blank_lines() -> None:
+    # The language server repairs a broken statement alone, padded with blank lines to its first
+    # line; a whole file starting with the same text must read the same (it once dropped the loop).
+    code = "    for x, y in loader:\n        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+    at_top, padded = parse(SourceText(code)), parse(SourceText("\n\n" + code))
+    assert [type(s).__name__ for s in at_top.tree.body] == [type(s).__name__ for s in padded.tree.body] == ["For"]
+    assert at_top.errors and at_top.errors[0].message.endswith("unexpected indent")
+
+
 def test_recovery_path_equals_direct_path_on_clean_files() -> None:
     """The differential test of the two front-end paths."""
     for path in sorted((Path(__file__).parent / "fixtures").rglob("*.py")):

@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
-from torch_preflight.core.incremental import IncrementalBuilder, Names, settled_members
+from torch_preflight.core.incremental import IncrementalBuilder
+from torch_preflight.core.members import Names, settled_members
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Project, ProjectView
@@ -195,7 +196,7 @@ class ScopedChecker:
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
-        self._member_names: dict[int, tuple[object, Names]] = {}  # see `core.incremental.settled_members`
+        self._member_names: dict[int, tuple[object, Names]] = {}  # see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
 
     def check(
@@ -308,7 +309,7 @@ def _settled(
     moved: set[int],
     names: dict[int, tuple[object, Names]],
 ) -> tuple[frozenset[str], frozenset[str]] | None:
-    """Per-method units (`core.incremental.settled_members`): when the one statement an edit
+    """Per-method units (`core.members.settled_members`): when the one statement an edit
     changed is a top-level class, the qualnames of the functions in it (methods and the
     functions nested in them) whose training facts the edit cannot have changed, as (settled,
     with their loops too)."""

@@ -87,7 +87,27 @@ def instrument() -> None:
         object.__setattr__(rule, "check", _phase(f"rule {rule.code}{star}", rule.check, consume=True))
 
 
-def replay(path: Path, pairs_n: int, profile: int) -> tuple[dict[str, list[float]], dict[str, float], int]:
+def _enclosing(text: str) -> dict[int, str]:
+    """Line (0-based) -> the qualname of the innermost function or class holding it."""
+    import ast
+
+    where: dict[int, str] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                for line in range(child.lineno - 1, child.end_lineno or child.lineno):
+                    where[line] = name
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(text), "")
+    return where
+
+
+def replay(path: Path, pairs_n: int, profile: int, each: bool = False) -> tuple[dict[str, list[float]], dict[str, float], int]:
     from torch_preflight.server.documents import Document
     from torch_preflight.server.server import PreflightServer
 
@@ -105,7 +125,9 @@ def replay(path: Path, pairs_n: int, profile: int) -> tuple[dict[str, list[float
     _totals.clear()
     per_kind: dict[str, list[float]] = defaultdict(list)
     prof = cProfile.Profile() if profile else None
+    where = _enclosing(text) if each else {}
     for n, key in enumerate(keys):
+        before = dict(_totals)
         c = time.process_time()
         _kind[0] = key[0]
         doc.update([change(key)], n + 2, "utf-16")
@@ -115,6 +137,11 @@ def replay(path: Path, pairs_n: int, profile: int) -> tuple[dict[str, list[float
         if prof is not None:
             prof.disable()
         per_kind[key[0]].append(time.process_time() - c)
+        if each:
+            spent = sorted(((v - before.get(k, 0.0), k.split("\t", 1)[1]) for k, v in _totals.items()), reverse=True)[:4]
+            line = key[1]
+            print(f"{key[0]:6} line {line + 1:5} {where.get(line, '<module>')[:40]:40} {per_kind[key[0]][-1] * 1e3:6.1f} ms  "
+                  + ", ".join(f"{label} {ms * 1e3:.1f}" for ms, label in spent))
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(profile)
     server.docs.clear()
@@ -129,12 +156,13 @@ def main() -> int:
     parser.add_argument("--only", action="append")
     parser.add_argument("--min-lines", type=int, default=10**9, help="corpus files over this many lines too (default: none)")
     parser.add_argument("--profile", type=int, default=0)
+    parser.add_argument("--each", action="store_true", help="one line per keystroke: where it was typed and its costliest phases")
     args = parser.parse_args()
     instrument()
     for path in files(args.min_lines):
         if args.only and not any(o in str(path) for o in args.only):
             continue
-        per_kind, totals, _ = replay(path, args.pairs, args.profile)
+        per_kind, totals, _ = replay(path, args.pairs, args.profile, args.each)
         for kind, times in per_kind.items():
             n, total = len(times), sum(times)
             print(f"\n{path.name}, {kind}: {n} keystrokes, mean {total / n * 1e3:.1f} ms CPU, p50 {statistics.median(times) * 1e3:.1f} ms")

@@ -585,7 +585,7 @@ def test_an_edit_reuses_the_training_model_of_the_functions_it_cannot_affect() -
 
 
 def test_an_edit_inside_one_method_reuses_the_training_facts_of_the_methods_it_cannot_affect() -> None:
-    # Per-method units (core.incremental.settled_members): an edit inside `save` leaves the
+    # Per-method units (core.members.settled_members): an edit inside `save` leaves the
     # loops of the other methods classified as before; one inside `epoch` reclassifies the loop
     # of `fit`, which calls it, and leaves `validate`'s alone. Each result equals a fresh analysis.
     doc = Document("file:///tmp/prop/trainer.py", TRAINER, 0)
@@ -598,6 +598,44 @@ def test_an_edit_inside_one_method_reuses_the_training_facts_of_the_methods_it_c
     second = classified_loops(doc)
     assert second["Trainer.epoch"] is first["Trainer.epoch"]
     insert_and_compare(doc, config, "self.optimizer.step()", "1 and ", 2)
+    third = classified_loops(doc)
+    assert third["Trainer.epoch"] is not second["Trainer.epoch"]
+    doc.close()
+
+
+SHARED = BASE + '''
+
+class Trainer:
+    def __init__(self, net, optimizer, loader):
+        self.net, self.optimizer, self.loader = net, optimizer, loader
+        self.lr = 0.5
+
+    def epoch(self):
+        for x, y in self.loader:
+            loss = self.net(x).sum() * self.lr
+            loss.backward()
+            self.optimizer.step()
+
+    def fit(self, epochs):
+        for _ in range(epochs):
+            self.epoch()
+'''
+
+
+def test_a_method_whose_bindings_keep_their_text_leaves_the_readers_of_its_attributes_settled() -> None:
+    # core/members.py: a digit typed into `self.lr = 0.5` changes no kind or callee that
+    # `epoch` reads from `__init__`, so `epoch`'s loop keeps its classification; a binding
+    # that changes (`self.optimizer` now made by a call) unsettles it. Each result equals a
+    # fresh analysis.
+    doc = Document("file:///tmp/prop/shared.py", SHARED, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+    first = classified_loops(doc)
+    assert "Trainer.epoch" in first
+    insert_and_compare(doc, config, "0.5\n", "1", 1)
+    second = classified_loops(doc)
+    assert second["Trainer.epoch"] is first["Trainer.epoch"]
+    insert_and_compare(doc, config, "optimizer, loader\n", "make_", 2)
     third = classified_loops(doc)
     assert third["Trainer.epoch"] is not second["Trainer.epoch"]
     doc.close()

@@ -1,0 +1,267 @@
+"""Per-method units: which methods of an edited class an edit cannot have changed.
+
+The unit of the language server's caches below a top-level statement is a function or method
+(with the functions nested in it). The contract, for a rule or a memo of the training model
+that uses it: what it says about a unit depends only on the unit's own text and position, the
+import map, and what the unit reaches by name (callees, the attributes and names it reads);
+what it says about a unit's loops may also depend on the unit's callers (a function every
+caller runs under `no_grad`, the modules an optimizer parameter owns). `settled_members`
+tells, for one edited top-level class, which of its units an edit cannot have changed in
+that sense, by name links between its methods, as `scoped._dirty` does between top-level
+statements: the training model's `reuse` takes their memos over (`TrainingModel.loop_memo`,
+`function_memo` are the rules' way in).
+
+What travels between methods is narrowed to what an edit can change: a method that changed
+passes on its own name (its callers inline its events) and the attributes whose *binding*
+changed: a statement that stores one, with the headers of the blocks around it (`if`, `for`,
+`with` lines), differs from the last version, or reads a local name or an attribute that did.
+A trainer's methods share dozens of `self.*` attributes; a digit typed into one method's
+literal leaves every attribute it stores as it was, and its readers keep their facts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # fields holding nested statements, not the header
+RETURN = "<return>"  # what a `return` or `yield` binds: the value a caller's `x = self.method()` receives
+# A number in a binding (`self.lr = 0.01`, `range(10)`) decides no kind, callee or name the analyses
+# follow between methods: a digit typed into one is no change for the method's readers.
+_NUMBER = re.compile(r"Constant\(value=[-+0-9.ej]+\)")
+
+
+class _Header:
+    """A statement's header (the whole of a simple statement) under the headers of the blocks
+    around it; `key`, its text without positions or numbers, is only built when an edited
+    method's versions are compared."""
+
+    __slots__ = ("_key", "fields", "kind", "parent")
+
+    def __init__(self, kind: str, fields: list[object], parent: _Header | None) -> None:
+        self.kind, self.fields, self.parent = kind, fields, parent
+        self._key: str | None = None
+
+    @property
+    def key(self) -> str:
+        if self._key is None:
+            own = _NUMBER.sub("#", f"{self.kind}:" + ";".join(map(_dump, self.fields)))
+            self._key = f"{self.parent.key}\n{own}" if self.parent is not None else own
+        return self._key
+
+
+class Binding(NamedTuple):
+    """One statement (its own header, for a block) that binds names."""
+
+    outward: frozenset[str]  # what other methods can read: attributes it stores, names it declares global
+    local: frozenset[str]  # the local names it binds
+    reads: frozenset[str]  # every name and attribute it and the headers around it read
+    header: _Header
+
+
+class Names(NamedTuple):
+    """What one method binds (its name, the attributes it stores or deletes, the names it declares
+    `global`) and reads (every name and attribute it mentions, and every string constant that
+    could name one: `getattr(self, "fit")`), and its binding statements."""
+
+    binds: frozenset[str]
+    reads: frozenset[str]
+    bindings: tuple[Binding, ...]
+
+
+def _names_in(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:
+    """(outward binds, local binds, reads) of some expressions and simple statements."""
+    outward: set[str] = set()
+    local: set[str] = set()
+    reads: set[str] = set()
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute):
+                (reads if isinstance(sub.ctx, ast.Load) else outward).add(sub.attr)
+            elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Attribute):
+                reads.add(sub.target.attr)  # `self.n += 1` reads it too
+            elif isinstance(sub, ast.Name):
+                (reads if isinstance(sub.ctx, ast.Load) else local).add(sub.id)
+            elif isinstance(sub, ast.Global):
+                outward.update(sub.names)
+            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.isidentifier():
+                reads.add(sub.value)
+            elif isinstance(sub, ast.arg):
+                local.add(sub.arg)
+    return outward, local, reads
+
+
+def member_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> Names:
+    """The method's `Names`: each statement at any depth is read by its header (a block's fields
+    other than its nested statements), under the headers of the blocks around it."""
+    binds: set[str] = {node.name}
+    reads: set[str] = set()
+    bindings: list[Binding] = []
+
+    def visit(stmt: ast.AST, around: frozenset[str], context: _Header | None) -> None:
+        header = [v for f, v in ast.iter_fields(stmt) if f not in _BLOCKS]
+        parts = [n for v in header for n in (v if isinstance(v, list) else [v]) if isinstance(n, ast.AST)]
+        outward, local, mine = _names_in(parts)
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+            isinstance(stmt, ast.ExceptHandler) and stmt.name
+        ):
+            local.add(stmt.name)  # type: ignore[arg-type]
+        binds.update(outward)
+        reads.update(mine | local)  # a method "reads" the names it assigns too, as the units of `scoped._names` do
+        returns = isinstance(stmt, ast.Return) or (
+            isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
+        )
+        blocks = [child for field in _BLOCKS for child in getattr(stmt, field, ())]
+        if not (outward or local or returns or blocks):
+            return
+        own = _Header(type(stmt).__name__, header, context)
+        if outward or local or returns:
+            bindings.append(
+                Binding(frozenset(outward | ({RETURN} if returns else set())), frozenset(local), frozenset(mine) | around, own)
+            )
+        inner = around | mine
+        for child in blocks:
+            visit(child, inner, own)
+
+    outward, _, mine = _names_in([*node.decorator_list, node.args, *([node.returns] if node.returns else [])])
+    binds.update(outward)
+    reads.update(mine)
+    for stmt in node.body:
+        visit(stmt, frozenset(mine), None)
+    return Names(frozenset(binds), frozenset(reads), tuple(bindings))
+
+
+def _dump(value: object) -> str:
+    if isinstance(value, ast.AST):
+        return ast.dump(value)
+    if isinstance(value, list):
+        return "[" + ",".join(map(_dump, value)) + "]"
+    return repr(value)
+
+
+def _rebound(before: Names, after: Names) -> tuple[set[str], set[str]]:
+    """(outward, local) names whose binding statements differ between two versions of a method."""
+
+    def keys(names: Names) -> dict[str, list[str]]:
+        by_name: dict[str, list[str]] = {}
+        for b in names.bindings:
+            for name in b.outward | {f"\0{n}" for n in b.local}:
+                by_name.setdefault(name, []).append(b.header.key)
+        return by_name
+
+    old, new = keys(before), keys(after)
+    differ = {n for n in old.keys() | new.keys() if old.get(n) != new.get(n)}
+    return {n for n in differ if not n.startswith("\0")}, {n[1:] for n in differ if n.startswith("\0")}
+
+
+def _passed_on(names: Names, spread: set[str], outward: set[str], local: set[str]) -> set[str]:
+    """The attributes a method's bindings change, given the names `spread` from elsewhere and its own
+    `outward` / `local` names already known to change: each binding that reads one changes too."""
+    outward, local = set(outward), set(local)
+    grown = True
+    while grown:
+        grown = False
+        for b in names.bindings:
+            if (b.reads & spread or b.reads & local) and not (b.outward <= outward and b.local <= local):
+                outward |= b.outward
+                local |= b.local
+                grown = True
+    return outward
+
+
+def _header(cls: ast.ClassDef) -> str:
+    """The class without its methods (header, position, other body statements), for comparison."""
+    rest = [s for s in cls.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return "\n".join(
+        [
+            f"{cls.name}@{cls.lineno}",
+            *(ast.dump(n, include_attributes=True) for n in (*cls.decorator_list, *cls.bases, *cls.keywords, *rest)),
+        ]
+    )
+
+
+def settled_members(
+    old: ast.ClassDef,
+    new: ast.ClassDef,
+    same: Callable[[str], object | None],
+    outside: frozenset[str],
+    names: dict[int, tuple[object, Names]],
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """For a top-level class, the only top-level statement an edit changed (`old` and `new`
+    versions): the names of its methods whose facts the edit cannot have changed, as
+    (settled, with their loops), or None when the class changed outside its methods (header,
+    bases, another body statement, its methods' order or names) and every method must be taken
+    as changed. `same(method)`: when the model holds the very objects of the last version for
+    that method and the functions nested in it, the method's (a key for `names`), else None.
+    `outside`: the names bound by the other top-level statements whose facts may have changed
+    (they are re-checked). `names`: `member_names` by the id of that key, read and filled.
+
+    A method is unsettled when its objects changed, or it reads a name an unsettled method passes
+    on: its own name (a caller inlines it), or an attribute whose binding changed in it (see the
+    module's docstring), or a name in `outside`. A binding changes when it reads a changed value:
+    such an attribute, a name in `outside`, or the name of a method whose `return` changed. Its loops are unsettled also when an unsettled
+    method reads a name it binds (a callee, transitively: its callers' contexts may have changed)."""
+
+    def methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    before, after = methods(old), methods(new)
+    if [m.name for m in before] != [m.name for m in after] or _header(old) != _header(new):
+        return None  # a method added, removed, renamed or moved; the class changed outside its methods
+
+    def unit(node: ast.FunctionDef | ast.AsyncFunctionDef, held: object) -> Names:
+        entry = names.get(id(held))
+        if entry is None or entry[0] is not held:
+            entry = names[id(held)] = (held, member_names(node))
+        return entry[1]
+
+    kept = [same(node.name) for node in after]
+    units = [
+        unit(node, held if held is not None else node) for node, held in zip(after, kept, strict=True)
+    ]  # by position: a property and its setter share a name
+    changed = {i: _rebound(unit(before[i], before[i]), units[i]) for i, held in enumerate(kept) if held is None}
+    # `spread`: names whose readers are unsettled (a caller inlines the events of a method that
+    # changed); `values`: names whose value may have changed, so a binding that reads one does too.
+    spread, values = set(outside), set(outside)
+    moved: set[int] = set()
+
+    def move(i: int, outward: set[str]) -> None:
+        moved.add(i)
+        spread.add(after[i].name)
+        if RETURN in outward:
+            values.add(after[i].name)
+        spread.update(outward - {RETURN})
+        values.update(outward - {RETURN})
+
+    for i, (outward, _) in changed.items():
+        move(i, outward)
+    grown = True
+    while grown:
+        grown = False
+        for i, (_, reads, _) in enumerate(units):
+            if i not in moved and reads & spread:
+                move(i, set())
+                grown = True
+        for i in sorted(moved):  # what each unsettled method's bindings pass on, as `values` grows
+            outward, local = changed.get(i, (set(), set()))
+            more = _passed_on(units[i], values, outward, local)
+            if more - values - {RETURN} or (RETURN in more and after[i].name not in values):
+                move(i, more)
+                grown = True
+    reach: set[str] = set()
+    for i in moved:
+        reach |= units[i].reads
+    called: set[int] = set()
+    grown = True
+    while grown:
+        grown = False
+        for i, (binds, reads, _) in enumerate(units):
+            if i not in moved and i not in called and binds & reach:
+                called.add(i)
+                reach |= reads
+                grown = True
+    unsettled = {after[i].name for i in moved}
+    settled = frozenset(m.name for m in after) - unsettled
+    return settled, settled - {after[i].name for i in called}
