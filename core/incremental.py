@@ -35,6 +35,9 @@ from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel
 from torch_preflight.core.source import SourceText, Span
 
 Chunk = tuple[int, int]  # [start line, end line) of one top-level statement
+# What `_repair_member` takes from the last version that parsed, by (first line in the chunk, text) of a
+# body statement: its nodes, and the import nodes in them with their depth under the top-level statement.
+Known = dict[tuple[int, str], tuple[list[ast.stmt], list[tuple[int, ast.Import | ast.ImportFrom]]]]
 MethodKey = tuple[int, str, str, int, tuple[tuple[str, str], ...]]  # first line, text, owner, loop base, imports
 
 
@@ -58,11 +61,9 @@ class _Piece:
     methods: dict[MethodKey, _Method] = field(default_factory=dict)  # its classes' methods, for the next rebuild
 
 
-def _import_nodes(body: list[ast.stmt], code: str, skip: set[int] | frozenset[int] = frozenset()) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
+def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
     """Import nodes in the order `ast.walk` visits them (breadth first), with their depth;
-    `code` is the statements' text: without the keyword there is nothing to walk for, nor
-    in the nodes `skip` names (their text has none). Leaving such nodes out changes the
-    breadth-first indices but not the order of the imports found, which is all they are for."""
+    `code` is the statements' text: without the keyword there is nothing to walk for."""
     found: list[tuple[int, int, ast.Import | ast.ImportFrom]] = []
     if "import" not in code:
         return found
@@ -73,7 +74,7 @@ def _import_nodes(body: list[ast.stmt], code: str, skip: set[int] | frozenset[in
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append((depth, index, node))
         index += 1
-        queue.extend((depth + 1, child) for child in ast.iter_child_nodes(node) if id(child) not in skip)
+        queue.extend((depth + 1, child) for child in ast.iter_child_nodes(node))
     return found
 
 
@@ -107,6 +108,7 @@ class IncrementalBuilder:
         self._good_build: tuple[str, list[tuple[Chunk, str, _Parsed]]] | None = None
         self._good_pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self._hint: dict[tuple[int, str], _Parsed] = {}  # a parse `starts_after_edit` made, for the next build
+        self._not_alone: tuple[int, str] | None = None  # a statement whose edited method `starts_after_edit` found not to parse alone
 
     def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel:
         """`tree`, when given, is `ast.parse` of this very text: its top-level statements are
@@ -129,13 +131,14 @@ class IncrementalBuilder:
                 if before is not None and before[0] == code:
                     entry = before[1]
                 else:
-                    entry = (before is not None and _reparse_method(start, before[0], before[1], code)) or _parse_chunk(
+                    method = before is not None and key != self._not_alone and _reparse_method(start, before[0], before[1], code)
+                    entry = method or _parse_chunk(
                         start, code, self._known_members(start, before) if before is not None else None
                     )
             new_parsed[key] = entry
             parsed.append((start, code, entry))
         self._parsed = new_parsed
-        self._hint = {}
+        self._hint, self._not_alone = {}, None
         self._by_start = {start: (code, entry) for start, code, entry in parsed}
         self._good = {start: self._good[start] if entry.errors else (code, entry) for start, code, entry in parsed if not entry.errors or start in self._good}
         self.errors = _first_error(p for _, _, p in parsed)
@@ -214,6 +217,7 @@ class IncrementalBuilder:
         code = text[starts[a] : starts[end] if end < len(starts) else len(text)]
         method = _reparse_method(a, old_code, old_parsed, code)
         if method is False:
+            self._not_alone = (a, code)  # `build` need not find it out again
             return None  # the edited method does not parse alone: the class most likely not either (parsing it would tell)
         entry = method or _parse_alone(a, code)
         if entry is None:
@@ -284,7 +288,7 @@ class IncrementalBuilder:
         inside, resumed = found
         return [*before, *([a, *inside[1:]] if header else inside), *resumed]
 
-    def _known_members(self, start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
+    def _known_members(self, start: int, before: tuple[str, _Parsed]) -> Known | None:
         """`_known_members` of the last statement asked, kept while someone types in it."""
         if self._known is None or self._known[:2] != (start, before[0]):
             self._known = (start, before[0], _known_members(start, before))
@@ -446,7 +450,7 @@ def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] |
     return groups
 
 
-def _parse_chunk(start: int, code: str, known: dict[tuple[int, str], list[ast.stmt]] | None = None) -> _Parsed:
+def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:
     """One top-level statement, parsed alone (padded with blank lines so line numbers stay
     absolute); one that does not parse is repaired alone, its first syntax error kept: a class
     or function, one statement of its body at a time when that can be done (`_repair_member`;
@@ -549,7 +553,7 @@ def _member_lines(code: str) -> tuple[str, list[int]] | None:
     return (indent, starts) if starts and starts[0] == next(i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.lstrip().startswith("#")) else None
 
 
-def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, str], list[ast.stmt]] | None:
+def _known_members(start: int, before: tuple[str, _Parsed]) -> Known | None:
     """For `_repair_member`: the body statements of a class that parsed, by (first line in the
     chunk, text) of the `_member_lines` split of its text, where that split holds whole
     statements (each the nodes whose first line falls in it, ending in it)."""
@@ -561,7 +565,7 @@ def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, s
         return None
     lines = code.split("\n")
     bounds = [*split[1], len(lines)]
-    known: dict[tuple[int, str], list[ast.stmt]] = {}
+    known: Known = {}
     stmts = old.body[0].body
     index = 0
     for a, b in itertools.pairwise(bounds):
@@ -571,11 +575,12 @@ def _known_members(start: int, before: tuple[str, _Parsed]) -> dict[tuple[int, s
             index += 1
         first = min([nodes[0].lineno, *(d.lineno for d in getattr(nodes[0], "decorator_list", ()))]) - 1 - start if nodes else -1
         if nodes and first == a and (nodes[-1].end_lineno or 0) - 1 - start < b:
-            known[(a, "\n".join(lines[a:b]))] = nodes
+            imports = [(d, n) for d, _, n in old.imports if start + a < n.lineno <= start + b]
+            known[(a, "\n".join(lines[a:b]))] = (nodes, imports)
     return known
 
 
-def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.stmt]] | None = None) -> _Parsed | None:
+def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed | None:
     """A top-level class or function that does not parse, repaired one body statement at a
     time: each statement of its body (`_member_lines`) is parsed alone inside a stand-in header
     (`class _:`, `def _():`, `async def _():`; padded so line numbers stay absolute), and when
@@ -606,11 +611,13 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
     broken: ParseResult | None = None
     dropped: frozenset[int] = frozenset()
     unsure: frozenset[int] = frozenset()
-    quiet: set[int] = set()  # nodes of body statements whose text has no `import`
+    imports: list[tuple[int, ast.Import | ast.ImportFrom]] = []  # with their depth under the class or function
     for a, b in itertools.pairwise(bounds):
         text = "\n".join(lines[a:b])
-        nodes = known.get((a, text)) if known is not None else None
-        if nodes is None:
+        hit = known.get((a, text)) if known is not None else None
+        if hit is not None:
+            nodes, found = hit
+        else:
             padded = "\n" * (start + a - 1) + stand_in + "\n" + text + "\n"
             try:
                 with warnings.catch_warnings():
@@ -629,15 +636,16 @@ def _repair_member(start: int, code: str, known: dict[tuple[int, str], list[ast.
             nodes = wrapper[0].body
             if broken is not None and broken.tree.body is wrapper:  # this statement's repair
                 unsure = frozenset(id(n) for n in nodes)
+            found = [(d + 1, n) for d, _, n in _import_nodes(nodes, text)]  # body statements are at depth 2
         body.extend(nodes)
-        if "import" not in text:
-            quiet.update(id(n) for n in nodes)
+        imports += found
     if broken is None or not body:
         return None
     cls = head[0]
     cls.body = body
     cls.end_lineno, cls.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
-    return _Parsed([cls], _import_nodes([cls], code, quiet), tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
+    # by position, as `_reparse_method` orders them: the breadth-first walk's order at each depth
+    return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
 def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | Literal[False] | None:
@@ -682,12 +690,18 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
     if index == len(cls.body) - 1:  # a block ends where its last statement ends
         new.end_lineno, new.end_col_offset = body[0].end_lineno, body[0].end_col_offset
-    if any("import" in line for line in (*old_lines[top : bottom + 1], *lines[top : bottom + 1])):
-        return _Parsed([new], _import_nodes([new], code))
-    # Neither version of the method mentions `import`: the class's import nodes are the same
-    # nodes, in the same relative order (their breadth-first indices only order them within
-    # this statement), so the walk over the whole class is not needed.
-    return _Parsed([new], old.imports)
+    if not any("import" in line for line in (*old_lines[top : bottom + 1], *lines[top : bottom + 1])):
+        # Neither version of the method mentions `import`: the class's import nodes are the same
+        # nodes, in the same relative order (their breadth-first indices only order them within
+        # this statement), so the walk over the whole class is not needed.
+        return _Parsed([new], old.imports)
+    # The other methods' import nodes are the same; the method's own are walked. Statements at
+    # one depth are visited breadth first in the order of their positions, so an index made of
+    # the position orders them as the walk over the whole class would.
+    first_line, last_line = stmt.lineno, stmt.end_lineno or stmt.lineno
+    kept = [(d, n) for d, _, n in old.imports if not first_line <= n.lineno <= last_line]
+    fresh = [(d + 1, n) for d, _, n in _import_nodes([body[0]], "import")]  # the method is at depth 2 under the class
+    return _Parsed([new], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh])
 
 
 def _first_error(parsed: Any) -> list[SyntaxProblem]:

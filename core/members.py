@@ -185,25 +185,28 @@ def _header(cls: ast.ClassDef) -> str:
 def settled_members(
     old: ast.ClassDef,
     new: ast.ClassDef,
-    same: Callable[[str], object | None],
+    same: Callable[[str], bool],
     outside: frozenset[str],
-    names: dict[int, tuple[object, Names]],
+    text: Callable[[ast.AST, bool], str],
+    names: dict[str, Names],
 ) -> tuple[frozenset[str], frozenset[str]] | None:
     """For a top-level class, the only top-level statement an edit changed (`old` and `new`
     versions): the names of its methods whose facts the edit cannot have changed, as
     (settled, with their loops), or None when the class changed outside its methods (header,
     bases, another body statement, its methods' order or names) and every method must be taken
-    as changed. `same(method)`: when the model holds the very objects of the last version for
-    that method and the functions nested in it, the method's (a key for `names`), else None.
-    `outside`: the names bound by the other top-level statements whose facts may have changed
-    (they are re-checked). `names`: `member_names` by the id of that key, read and filled.
+    as changed. `same(method)`: the model holds the very objects of the last version for that
+    method and the functions nested in it. `outside`: the names bound by the other top-level
+    statements whose facts may have changed (they are re-checked). `text(node, is_new)`: a
+    method's source text in the new or the old version. `names`: `member_names` by method text
+    (they hold no position), read and left holding this call's (a keystroke typed and then
+    deleted finds the method's text of two calls ago).
 
     A method is unsettled when its objects changed, or it reads a name an unsettled method passes
     on: its own name (a caller inlines it), or an attribute whose binding changed in it (see the
     module's docstring), or a name in `outside`. A binding changes when it reads a changed value:
-    such an attribute, a name in `outside`, or the name of a method whose `return` changed. Its loops are unsettled also when an unsettled
-    method reads a name it binds (a callee, transitively: its callers' contexts may have changed)."""
-
+    such an attribute, a name in `outside`, or the name of a method whose `return` changed. Its
+    loops are unsettled also when an unsettled method reads a name it binds (a callee,
+    transitively: its callers' contexts may have changed)."""
     def methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
@@ -211,17 +214,20 @@ def settled_members(
     if [m.name for m in before] != [m.name for m in after] or _header(old) != _header(new):
         return None  # a method added, removed, renamed or moved; the class changed outside its methods
 
-    def unit(node: ast.FunctionDef | ast.AsyncFunctionDef, held: object) -> Names:
-        entry = names.get(id(held))
-        if entry is None or entry[0] is not held:
-            entry = names[id(held)] = (held, member_names(node))
-        return entry[1]
+    seen: dict[str, Names] = {}
 
-    kept = [same(node.name) for node in after]
-    units = [
-        unit(node, held if held is not None else node) for node, held in zip(after, kept, strict=True)
-    ]  # by position: a property and its setter share a name
-    changed = {i: _rebound(unit(before[i], before[i]), units[i]) for i, held in enumerate(kept) if held is None}
+    def unit(node: ast.FunctionDef | ast.AsyncFunctionDef, is_new: bool) -> Names:
+        key = text(node, is_new)
+        found = seen.get(key) or names.get(key)
+        if found is None:
+            found = member_names(node)
+        seen[key] = found
+        return found
+
+    units = [unit(node, True) for node in after]  # by position: a property and its setter share a name
+    changed = {i: _rebound(unit(before[i], False), units[i]) for i, node in enumerate(after) if not same(node.name)}
+    names.clear()
+    names.update(seen)
     # `spread`: names whose readers are unsettled (a caller inlines the events of a method that
     # changed); `values`: names whose value may have changed, so a binding that reads one does too.
     spread, values = set(outside), set(outside)

@@ -196,7 +196,7 @@ class ScopedChecker:
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
-        self._member_names: dict[int, tuple[object, Names]] = {}  # see `core.members.settled_members`
+        self._member_names: dict[str, Names] = {}  # see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
 
     def check(
@@ -307,7 +307,7 @@ def _settled(
     units: list[_Unit],
     diff: _Diff,
     moved: set[int],
-    names: dict[int, tuple[object, Names]],
+    names: dict[str, Names],
 ) -> tuple[frozenset[str], frozenset[str]] | None:
     """Per-method units (`core.members.settled_members`): when the one statement an edit
     changed is a top-level class, the qualnames of the functions in it (methods and the
@@ -333,12 +333,19 @@ def _settled(
 
     now, before = by_method(model.functions), by_method(old_model.functions)
 
-    def same(method: str) -> object | None:
+    def same(method: str) -> bool:
         mine, old_mine = now.get(method, {}), before.get(method, {})
-        return mine.get(f"{new.name}.{method}") if mine and mine.keys() == old_mine.keys() and all(old_mine[q] is f for q, f in mine.items()) else None
+        return bool(mine) and mine.keys() == old_mine.keys() and all(old_mine[q] is f for q, f in mine.items())
+
+    def text(node: ast.AST, is_new: bool) -> str:
+        source = model.source if is_new else old_model.source
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) - 1  # type: ignore[attr-defined]
+        end = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        starts = source.line_starts
+        return source.text[starts[first] : starts[end] if end < len(starts) else len(source.text)]
 
     outside = frozenset().union(*(units[j].binds for j in moved if j != changed[0]))
-    found = settled_members(old, new, same, outside, names)
+    found = settled_members(old, new, same, outside, text, names)
     if found is None:
         return None
 

@@ -148,10 +148,17 @@ class Trainer:
         return [self.net(x) for x in loader]
 
     def step(self, x):
+        import sys as os  # the same alias as in save(): the order of the imports decides
         loss = self.net(x).sum()
         loss.backward()
+
+    def save(self, path):
+        import json as os
+        if path:
+            from os import path as osp
+        return osp.join(path, "x")
 '''
-KEYS = ["(", ")", "1", " ", "x", ":", "'", '"', "#", "\\", "'''", "    ", "\t", "def g():", "@", ","]
+KEYS = ["(", ")", "1", " ", "x", ":", "'", '"', "#", "\\", "'''", "    ", "\t", "def g():", "@", ",", "import math; ", " as m"]
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -182,7 +189,25 @@ def test_keystrokes_inside_methods_match_a_full_parse(keys: list[tuple[float, st
         full = build(parsed.tree, source, "t.py")
         assert ast.dump(model.tree, include_attributes=True) == ast.dump(full.tree, include_attributes=True)
         assert (model.functions, model.classes, model.loops) == (full.functions, full.classes, full.loops)
+        assert list(model.imports.aliases.items()) == list(full.imports.aliases.items())
         assert builder.errors == parsed.errors
+
+
+def test_an_edit_inside_a_method_with_imports_keeps_the_class_imports_in_order() -> None:
+    # `_reparse_method` re-walks only the edited method's imports, `_repair_member` only those of
+    # the statements it parses again: the class's import map must still be what a full parse
+    # gives (`os` is bound in two methods; the later one wins), broken or not.
+    import parso
+
+    builder = IncrementalBuilder()
+    grammar = parso.load_grammar()
+    valid = CLASS.replace('"x")', '"y")')
+    edits = (CLASS, valid, valid.replace('"y")', '"y")('), valid.replace("loss.backward()", "loss.backward()("))
+    for text in edits:
+        source = SourceText(text)
+        module = grammar.parse(text, diff_cache=True, path="<prop-imports>", cache=False)
+        model = builder.build(source, chunk_lines(source, statement_starts(module)), "t.py")
+        assert model.imports.aliases["os"] == build(parse_statements(source).tree, source, "t.py").imports.aliases["os"] == "json"
 
 
 TRAINER = BASE + '''
