@@ -47,7 +47,7 @@ def parse(source: SourceText, *, force_recovery: bool = False, cells: Sequence[t
     if cells and not force_recovery:
         # Each cell must compile on its own, as IPython runs it: two cells of `'''` join
         # into a valid string, but each is a syntax error.
-        return _parse_cells(text.splitlines(keepends=True), source, cells)
+        return _parse_cells(_lines(text), source, cells)
     if not force_recovery:
         try:
             return ParseResult(_ast_parse(text))
@@ -57,7 +57,7 @@ def parse(source: SourceText, *, force_recovery: bool = False, cells: Sequence[t
                 return ParseResult(ast.Module(body=[], type_ignores=[]), [first])
     else:
         first = None
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     if cells:
         return _parse_cells(lines, source, cells)
     # First the narrowest repair: neutralise the lines the compiler points at. When that
@@ -67,6 +67,16 @@ def parse(source: SourceText, *, force_recovery: bool = False, cells: Sequence[t
     if tree is None:
         return ParseResult(ast.Module(body=[], type_ignores=[]), errors or [SyntaxProblem("invalid syntax", Position(0, 0))])
     return ParseResult(tree, errors, repaired)
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+
+def _lines(text: str) -> list[str]:
+    """The lines as Python's tokenizer counts them, ends kept: `str.splitlines` also breaks at
+    form feeds, `\x1c`-`\x1e`, `\x85` and the Unicode separators, which are no line ends to the
+    compiler, so a repair aimed at its line numbers would neutralise the wrong line."""
+    return _LINE.findall(text)
 
 
 def _recover(lines: list[str], source: SourceText) -> tuple[ast.Module | None, SyntaxProblem | None, frozenset[int]]:

@@ -146,6 +146,11 @@ class TrainingModel:
         self._classified: dict[int, TrainingLoop | None] = {}  # by loop id: its TrainingLoop, None when it is not one
         self._loop_memos: dict[str, dict[int, Any]] = {}
         self._function_memos: dict[str, dict[str, Any]] = {}
+        # a callee's events as they run at one call, by the identities of the call event and the callee's
+        # expansion (held in the value, so an id cannot be reused while its entry lives): a caller that must
+        # be expanded again, while its calls and callees are the very objects of the last version, copies none
+        self._through: dict[tuple[int, int, str], tuple[Event, tuple[Event, ...], tuple[Event, ...]]] = {}
+        self._through_before: dict[tuple[int, int, str], tuple[Event, tuple[Event, ...], tuple[Event, ...]]] = {}
 
     def _imported_kind(self, callee: str) -> Kind | None:
         """What a function imported from the user's other modules returns (`get_optimizer(cfg)`
@@ -185,6 +190,7 @@ class TrainingModel:
         Loop objects are the very same, and so is everything they reach by name (callers,
         callees, module-level bindings, base classes). The language server's caller works that
         out (torch_preflight/scoped.py); a function named here is never the module itself."""
+        self._through_before = previous._through
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
@@ -223,13 +229,22 @@ class TrainingModel:
             for target in targets:
                 if target == qualname or target in _stack:
                     continue
-                out.extend(inner.seen_through(event, target) for inner in self.expanded(target, (*_stack, qualname)))
+                out.extend(self._seen_through(event, target, self.expanded(target, (*_stack, qualname))))
         result = tuple(out)
         if not _stack:
             self._expanded[qualname] = result
         else:  # the same callee under the same call chain expands the same way: reuse it
             self._inlined[(qualname, _stack)] = result
         return result
+
+    def _seen_through(self, call: Event, target: str, events: tuple[Event, ...]) -> tuple[Event, ...]:
+        """`events` of `target` as they run at `call` (`Event.seen_through`), reused by identity."""
+        key = (id(call), id(events), target)
+        known = self._through.get(key) or self._through_before.get(key)
+        if known is None or known[0] is not call or known[1] is not events:
+            known = (call, events, tuple(inner.seen_through(call, target) for inner in events))
+        self._through[key] = known
+        return known[2]
 
     def _plain_object(self, name: str | None, scope: str, _depth: int = 0) -> bool:
         """`name` holds an instance of a class of the file that is no nn.Module and defines `backward`

@@ -78,6 +78,15 @@ def test_an_indented_first_line_is_repaired_as_it_is_after_blank_lines() -> None
     assert at_top.errors and at_top.errors[0].message.endswith("unexpected indent")
 
 
+def test_a_repair_counts_lines_as_the_compiler_does() -> None:
+    # `\x1e` (and form feeds, `\x85`, ...) end a line for `str.splitlines`, not for the compiler: the
+    # repair once neutralised the line after the broken one, and a model built from it read its
+    # values' text from the wrong lines.
+    code = "x = 1  # a\x1erecord separator\ny = f(\nz = 2\n"
+    result = parse(SourceText(code))
+    assert [ast.unparse(s) for s in result.tree.body] == ["x = 1", "y = f()", "z = 2"]
+
+
 def test_recovery_path_equals_direct_path_on_clean_files() -> None:
     """The differential test of the two front-end paths."""
     for path in sorted((Path(__file__).parent / "fixtures").rglob("*.py")):
