@@ -21,6 +21,7 @@ from torch_preflight.core.project import ProjectView
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.estimator import catalog, configs, hf_data
 from torch_preflight.estimator.interp_calls import Calls
+from torch_preflight.estimator.interp_fast import Compiler
 from torch_preflight.estimator.interp_stmts import Statements
 from torch_preflight.estimator.interp_tensors import TensorSemantics
 from torch_preflight.estimator.record import Evaluation, Ops, Recorder, StepRecord
@@ -78,7 +79,11 @@ class Interpreter(Statements, Calls, TensorSemantics):
         self.force_autocast = force_autocast
         self.dtype_override = dtype
         self.globals = Scope(imports=model.imports, path=model.path)
-        self.steps_left = self.max_steps = max_steps
+        self.max_steps = max_steps
+        self.steps_left = max_steps  # work left: a node of the general interpreter, or a compiled statement, is one
+        self.corpus_bytes = 0  # the bytes of long files read line by line (scope.CORPUS_BYTES)
+        self.unread_data = False  # a loop over a file was skipped: the lengths of lists, dicts and objects are not known
+        self.fast = Compiler(self)  # loops over many values run compiled (estimator.interp_fast)
         self.out_of_budget = False
         self.setup_bytes = 0  # the largest tensor the script builds outside its steps (the CPU's peak may be there)
         self.grad_enabled = True
@@ -284,24 +289,9 @@ class Interpreter(Statements, Calls, TensorSemantics):
             left = self.eval(node.left, scope)
             for op, comp in zip(node.ops, node.comparators, strict=False):
                 right = self.eval(comp, scope)
-                if isinstance(op, (ast.Is, ast.IsNot)) and (isinstance(left, Tensor) or isinstance(right, Tensor)):
-                    if is_unknown(left) or is_unknown(right):
-                        return UNKNOWN
-                    if not COMPARE[type(op)](left, right):
-                        return False  # `targets is not None`: identity, not an elementwise comparison
-                    left = right
-                    continue
-                if isinstance(left, Tensor) or isinstance(right, Tensor):
-                    t = left if isinstance(left, Tensor) else right
-                    return Tensor(t.shape, "bool")
-                if is_unknown(left) or is_unknown(right):
-                    return UNKNOWN
-                try:
-                    ok = COMPARE[type(op)](left, right)
-                except Exception:
-                    return UNKNOWN
-                if not ok:
-                    return False
+                result = self.compare(op, left, right)
+                if result is not True:
+                    return result
                 left = right
             return True
         if isinstance(node, ast.IfExp):
@@ -349,6 +339,22 @@ class Interpreter(Statements, Calls, TensorSemantics):
             self.assign(node.target, value, scope, node)
             return value
         return UNKNOWN
+
+    def compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
+        """`left op right`: True, False, a mask (a bool tensor) or UNKNOWN."""
+        if isinstance(op, (ast.Is, ast.IsNot)) and (isinstance(left, Tensor) or isinstance(right, Tensor)):
+            if is_unknown(left) or is_unknown(right):
+                return UNKNOWN
+            return bool(COMPARE[type(op)](left, right))  # `targets is not None`: identity, not an elementwise comparison
+        if isinstance(left, Tensor) or isinstance(right, Tensor):
+            t = left if isinstance(left, Tensor) else right
+            return Tensor(t.shape, "bool")
+        if is_unknown(left) or is_unknown(right):
+            return UNKNOWN
+        try:
+            return bool(COMPARE[type(op)](left, right))
+        except Exception:
+            return UNKNOWN
 
     def fstring(self, node: ast.JoinedStr, scope: Scope) -> str:
         """An f-string of known plain values is that string; otherwise an opaque "<str>"."""

@@ -8,8 +8,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.estimator import catalog, configs
+from torch_preflight.estimator.interp_fast import FAST_ITEMS, Returned
 from torch_preflight.estimator.scope import (
+    CORPUS_BYTES,
     FILE_LINES,
+    STEPS_PER_BYTE,
     Budget,
     Instance,
     Scope,
@@ -60,11 +63,14 @@ class Statements:
         except RecursionError:
             raise Budget from None
         except Exception as exc:  # a bug or a gap in the interpreter: say so, and go on with the next statement
-            self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
-                         f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
+            self.internal_error(exc, node)
         finally:
             if ev is not None:  # a statement's temporaries are gone when it is done
                 del ev.pending[mark:]
+
+    def internal_error(self: Interpreter, exc: Exception, node: ast.stmt) -> None:
+        self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
+                     f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
 
     def _exec_stmt(self: Interpreter, node: ast.stmt, scope: Scope) -> None:
         if isinstance(node, ast.Expr):
@@ -107,19 +113,15 @@ class Statements:
         elif isinstance(node, ast.If):
             cond = self.truth(self.eval(node.test, scope))
             if cond is None:
-                if self.in_script:
-                    self.guessed_block(node.body, scope)  # script code: take the main branch
-                else:
-                    taken = self.decide(node.test)
-                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
-                                 f"{'first' if taken else 'second'} branch", node)
-                    self.guessed_block(node.body if taken else node.orelse, scope)
+                self.unknown_branch(node, scope)
             elif cond:
                 self.exec_block(node.body, scope)
             else:
                 self.exec_block(node.orelse, scope)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.exec_for(node, scope)
+            flow = self.exec_for(node, scope, self.eval(node.iter, scope))
+            if flow is not None:  # a `return` in a compiled body
+                raise _Return(flow.value)
         elif isinstance(node, ast.While):
             if self.in_script and self.forward_depth == 0:
                 self.loop_counts.append(None)  # passes not known
@@ -165,21 +167,39 @@ class Statements:
         else:
             self.problem(f"statement `{type(node).__name__}` is not modelled", node)
 
-    def exec_for(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope) -> None:
-        iterable = self.eval(node.iter, scope)
+    def unknown_branch(self: Interpreter, node: ast.If, scope: Scope) -> None:
+        """`if` on a condition that is not known: script code takes its main branch; other code the branch decided
+        for the same condition before (see decide), said in a problem."""
+        if self.in_script:
+            self.guessed_block(node.body, scope)  # script code: take the main branch
+        else:
+            taken = self.decide(node.test)
+            self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
+                         f"{'first' if taken else 'second'} branch", node)
+            self.guessed_block(node.body if taken else node.orelse, scope)
+
+    def exec_for(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope, iterable: Any, compiled: bool = False) -> Returned | None:
+        """A for loop over `iterable`: None, or what a `return` in its body returns when the body ran compiled (it
+        does over many items, or in compiled code)."""
         items = self.iterate(iterable, node)
         if items is None:
-            return
+            return None
         # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
-        # runs through (a configurator reading sys.argv, a list of layer sizes)
-        every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
+        # runs through (a configurator reading sys.argv, a list of layer sizes, the lines of a corpus); a loop elsewhere
+        # runs through anyway: `every` is only read in script code
+        every = (self.in_script > 0 and self.forward_depth == 0 and (len(items) <= 256 or _is_file(iterable))
+                 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node))
         # a pass that only recomputes values (an evaluation loop drawing batches) repeats its first ones: two suffice
         passes = 2 if every and len(items) > 2 and self.in_script and self.forward_depth == 0 and self.repeats(node, scope) else None
         self.loop_counts.append(len(iterable) if isinstance(iterable, range) else None)
         try:
+            if (passes is None and (every or not self.in_script or self.forward_depth > 0) 
+                    and (compiled or len(items) >= FAST_ITEMS) and self.fast.usable()):
+                return self.fast.loop(node, scope, items)  # every pass, over many values: compiled
             self.run_for(node, scope, items, every, passes)
         finally:
             self.loop_counts.pop()
+        return None
 
     def run_for(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope, items: list[Any], every: bool, passes: int | None) -> None:
         for index, item in enumerate(items):
@@ -296,7 +316,12 @@ class Statements:
             lines = text.splitlines(keepends=True) if isinstance(text, str) else None
             if lines is not None and len(lines) <= FILE_LINES:
                 return lines
-            if lines is not None:  # a longer one (a corpus read word by word) would take the whole work budget: unknown
+            if lines is not None and self.fast.usable() and self.corpus_bytes + len(text) <= CORPUS_BYTES:
+                self.corpus_bytes += len(text)  # a corpus: the loop runs compiled, with the work its size takes
+                self.steps_left += len(text) * STEPS_PER_BYTE
+                return lines
+            if lines is not None:  # a longer one would take the whole work budget: unknown, and what it fills too
+                self.unread_data = True
                 self.problem(f"`{value.attrs['path']}` is read line by line at run time ({len(lines):,} lines, more than the "
                              f"estimate reads); supply what the script computes from it with --set NAME=VALUE", node)
                 return None
@@ -355,15 +380,7 @@ class Statements:
                      for n in (t.id if isinstance(t, ast.Name) else t.attr, ast.unparse(t)) if n in self.supplied),
                     None) if self.supplied else None
         if name is None:
-            value = self.eval(node.value, scope)
-            if (isinstance(value, Unknown) and (not value.reason or value.reason.startswith("torch.load")) and self.in_script
-                    and len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None):
-                # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
-                # name the value where it is made, so a layer that gets it says what to supply
-                where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
-                value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
-                                f"supply it with --set {targets[0].id}=VALUE")
-            return value
+            return self.named_unknown(node, targets, self.eval(node.value, scope))
         text = self.supplied[name]
         supplied = configs.supplied_value(text)
         if isinstance(supplied, ast.expr):
@@ -373,6 +390,17 @@ class Statements:
         self.assume(f"`{name}` = {text} (supplied) instead of `{ast.unparse(node.value)[:50] if node.value else ''}`",
                     node.lineno - 1)
         return supplied
+
+    def named_unknown(self: Interpreter, node: ast.Assign | ast.AnnAssign, targets: list[ast.expr], value: Any) -> Any:
+        """The value an assignment binds, `value` its right side's: one made at run time is named where it is made."""
+        if (isinstance(value, Unknown) and (not value.reason or value.reason.startswith("torch.load")) and self.in_script
+                and len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None):
+            # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
+            # name the value where it is made, so a layer that gets it says what to supply
+            where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
+            value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
+                            f"supply it with --set {targets[0].id}=VALUE")
+        return value
 
     def assign(self: Interpreter, target: ast.expr, value: Any, scope: Scope, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
@@ -402,15 +430,17 @@ class Statements:
             obj = self.eval(target.value, scope)
             self.setattr(obj, target.attr, value, node)
         elif isinstance(target, ast.Subscript):
-            obj = self.eval(target.value, scope)
-            key = self.eval(target.slice, scope)
-            if isinstance(obj, (list, dict)) and not is_unknown(key):
-                try:
-                    obj[key] = value
-                except (IndexError, TypeError):
-                    pass
-            elif isinstance(obj, Module) and obj.type == "ModuleDict" and isinstance(value, Module):
-                obj.children[str(key)] = value
+            self.store_item(self.eval(target.value, scope), self.eval(target.slice, scope), value)
+
+    def store_item(self: Interpreter, obj: Any, key: Any, value: Any) -> None:
+        """`obj[key] = value`"""
+        if isinstance(obj, (list, dict)) and not is_unknown(key):
+            try:
+                obj[key] = value
+            except (IndexError, TypeError):
+                pass
+        elif isinstance(obj, Module) and obj.type == "ModuleDict" and isinstance(value, Module):
+            obj.children[str(key)] = value
 
     def unpack(self: Interpreter, value: Any, n: int, node: ast.AST, exact: bool = False) -> list[Any]:
         if exact and isinstance(value, Obj) and value.type == "shape" and len(value.attrs["dims"]) != n:
@@ -492,6 +522,10 @@ class Statements:
         if scope.path == self.model.path:
             self.classes[node.name] = cls  # the file's own classes (the fallback models when nothing is trained)
         return cls
+
+
+def _is_file(value: Any) -> bool:
+    return isinstance(value, Obj) and value.type == "file"
 
 
 def _trains(node: ast.AST) -> bool:
