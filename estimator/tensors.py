@@ -129,8 +129,9 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
             base[d] = sum(t.shape[d] for t in items)
             shape = tuple(base)
         out = it.elementwise(items, shape, "cat")
-        # the script's data joined outside a step (a corpus tokenized line by line) is data it keeps, as its parts
-        out.external = all(t.external for t in items) and it.recorder is None and it.forward_depth == 0
+        # the script's data joined outside a step (a corpus tokenized line by line) is data it keeps, as its parts; a
+        # stack of samples is a batch, which the step's accounting counts where a model takes it
+        out.external = short != "stack" and all(t.external for t in items) and it.recorder is None and it.forward_depth == 0
         return out
     if short in ("matmul", "bmm", "mm"):
         return it.matmul(args[0], args[1]) if len(args) >= 2 else UNKNOWN
