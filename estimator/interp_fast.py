@@ -126,7 +126,7 @@ class Compiler:
         scope = Scope(fn.env)
         if fn.owner is not None:
             scope.vars["__class__"] = fn.owner
-        scope.vars.update(zip(params, args))
+        scope.vars.update(zip(params, args, strict=True))
         it.frames.append(scope)
         try:
             flow = body(scope)
@@ -179,10 +179,10 @@ class Compiler:
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             return self.augassign(node, node.target)
         if isinstance(node, ast.Return):
-            value = self.expr(node.value) if node.value is not None else None
+            returned = self.expr(node.value) if node.value is not None else None
 
             def ret(scope: Scope) -> Any:
-                return Returned(value(scope) if value is not None else None)
+                return Returned(returned(scope) if returned is not None else None)
 
             return ret
         if isinstance(node, ast.If):

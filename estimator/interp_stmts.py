@@ -193,7 +193,7 @@ class Statements:
         passes = 2 if every and len(items) > 2 and self.in_script and self.forward_depth == 0 and self.repeats(node, scope) else None
         self.loop_counts.append(len(iterable) if isinstance(iterable, range) else None)
         try:
-            if (passes is None and (every or not self.in_script or self.forward_depth > 0) 
+            if (passes is None and (every or not self.in_script or self.forward_depth > 0)
                     and (compiled or len(items) >= FAST_ITEMS) and self.fast.usable()):
                 return self.fast.loop(node, scope, items)  # every pass, over many values: compiled
             self.run_for(node, scope, items, every, passes)
