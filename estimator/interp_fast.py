@@ -13,11 +13,11 @@ or BREAK, CONTINUE or a Returned value instead of raising them (a slow statement
 from __future__ import annotations
 
 import ast
-import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from torch_preflight.estimator import configs
+from torch_preflight.estimator.interp_exprs import BINOPS, COMPARE
 from torch_preflight.estimator.scope import Budget, Scope, _Break, _Continue, _Return
 from torch_preflight.estimator.values import UNKNOWN, ClassValue, Function, MethodRef, Obj, Unknown
 
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 Expr = Callable[[Scope], Any]
 Stmt = Callable[[Scope], Any]
 
-# a compiled statement's share of the work budget: what it costs against one node of the general interpreter
-# (measured on a vocabulary-building loop: ~0.25 us per compiled statement against ~2 us per node; see
-# docs/vram-accuracy.md)
+# a compiled statement's (or pass's, or call's) share of the work budget: as one node of the general interpreter, which
+# it costs as much time as (measured on wikitext-2's word-level files: ~1.2 us per unit in either path; the general
+# path takes 4x the units for the same loop, see docs/vram-accuracy.md)
 FAST_STEP = 1
 # a loop over at least this many items runs compiled (a shorter one is not worth compiling its body)
 FAST_ITEMS = 64
@@ -37,16 +37,6 @@ FAST_ITEMS = 64
 # values the compiled closures combine themselves (anything else goes to the interpreter)
 PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
 SEQUENCES = frozenset({str, list, tuple, dict})
-BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift,
-    ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitAnd: operator.and_, ast.BitXor: operator.xor,
-}
-COMPARE: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-    ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
-}
 
 
 class Returned:
