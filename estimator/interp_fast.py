@@ -69,20 +69,36 @@ class Compiler:
         return self.it.checker is None and self.it.evaluation is None
 
     def block(self, stmts: list[ast.stmt]) -> Stmt:
+        """The statements `stmts` compiled: each is a unit of work and runs as the interpreter's exec_stmt runs one
+        (an error in it is said, and the next runs). No shape checker and no no_grad forward are running: the entry
+        points (loop, call) check usable(), and a layer called inside ends its no_grad forward before it returns."""
         key = id(stmts)
         found = self.blocks.get(key)
         if found is not None and found[0] is stmts:
             return found[1]
-        compiled = [self.stmt(s) for s in stmts]
-        if len(compiled) == 1:
-            run: Stmt = compiled[0]
-        else:
-            def run(scope: Scope) -> Any:
-                for s in compiled:
-                    flow = s(scope)
-                    if flow is not None:
-                        return flow
-                return None
+        it = self.it
+        compiled = [(s, s.lineno - 1, self._stmt(s)) for s in stmts]
+
+        def run(scope: Scope) -> Any:
+            for node, line, inner in compiled:
+                it.steps_left -= FAST_STEP
+                if it.steps_left <= 0:
+                    raise Budget
+                it.line = line
+                it.scope = scope
+                try:
+                    flow = inner(scope)
+                except (_Return, _Break, _Continue, Budget):
+                    raise
+                except RecursionError:
+                    raise Budget from None
+                except Exception as exc:  # as the general interpreter: said, and the next statement runs
+                    it.internal_error(exc, node)
+                    continue
+                if flow is not None:
+                    return flow
+            return None
+
         self.blocks[key] = (stmts, run)
         return run
 
@@ -106,7 +122,8 @@ class Compiler:
             params = tuple(p.arg for p in [*a.posonlyargs, *a.args]) if simple else None
             plan = self.functions[id(node)] = (node, params, self.block(node.body) if simple else None)
         _, params, body = plan
-        if params is None or body is None or len(params) != len(args) or fn.no_grad or fn.config is not None or not self.usable():
+        if (params is None or body is None or len(params) != len(args) or fn.no_grad or fn.config is not None
+                or it.checker is not None or it.evaluation is not None):  # (usable(), inlined: a call is the hot path)
             return it.call_function(fn, args, {})
         it.steps_left -= FAST_STEP
         if it.steps_left <= 0:
@@ -125,36 +142,14 @@ class Compiler:
         except (_Break, _Continue):
             return None
         finally:
-            it.leave_frame(scope)
+            if it.recorder is None and it.evaluation is None:
+                it.frames.pop()  # leave_frame, with nothing to release
+            else:
+                it.leave_frame(scope)
             it.cur_path = saved
         return flow.value if isinstance(flow, Returned) else None
 
     # ---- statements ----------------------------------------------------------------------------
-    def stmt(self, node: ast.stmt) -> Stmt:
-        it = self.it
-        inner = self._stmt(node)
-        line = node.lineno - 1
-
-        # (no shape checker, no no_grad forward: the entry points, loop and call, check usable(), and a call of a
-        # layer inside ends its no_grad forward before it returns)
-        def run(scope: Scope) -> Any:
-            it.steps_left -= FAST_STEP
-            if it.steps_left <= 0:
-                raise Budget
-            it.line = line
-            it.scope = scope
-            try:
-                return inner(scope)
-            except (_Return, _Break, _Continue, Budget):
-                raise
-            except RecursionError:
-                raise Budget from None
-            except Exception as exc:  # as the general interpreter: said, and the next statement runs
-                it.internal_error(exc, node)
-                return None
-
-        return run
-
     def _stmt(self, node: ast.stmt) -> Stmt:
         it = self.it
         if isinstance(node, ast.Expr):
