@@ -355,6 +355,7 @@ class Compiler:
         line, col = node.lineno - 1, node.col_offset
         if isinstance(node.func, ast.Attribute):  # a method call: the receiver's method found without binding it
             receiver, method = self.expr(node.func.value), node.func.attr
+            appends = method == "append" and len(args) == 1
 
             def method_call(scope: Scope) -> Any:
                 obj = receiver(scope)
@@ -367,7 +368,7 @@ class Compiler:
                         return self.call(found, [obj, *[a(scope) for a in args]])
                 elif kind in SEQUENCES:  # a method of a plain value: no code runs to find it
                     values = [a(scope) for a in args]
-                    if kind is list and method == "append" and len(values) == 1:
+                    if appends and kind is list:
                         obj.append(values[0])  # as the interpreter's list.append
                         return None
                     if kind is str:
@@ -413,6 +414,21 @@ class Compiler:
         left, right = self.expr(node.left), self.expr(node.comparators[0])
         op = node.ops[0]
         test = COMPARE[type(op)]
+        negated = isinstance(op, ast.NotIn)
+
+        def member(scope: Scope) -> Any:  # `word not in vocab` on a dict: the test written out
+            lv, rv = left(scope), right(scope)
+            if type(rv) is dict and type(lv) in PLAIN:
+                try:
+                    return (lv in rv) is not negated
+                except Exception:  # an unhashable key: as COMPARE's
+                    return UNKNOWN
+            if type(lv) in PLAIN and type(rv) in PLAIN:
+                try:
+                    return bool(test(lv, rv))
+                except Exception:
+                    return UNKNOWN
+            return it.compare(op, lv, rv)
 
         def compare(scope: Scope) -> Any:
             lv, rv = left(scope), right(scope)
@@ -423,7 +439,7 @@ class Compiler:
                     return UNKNOWN
             return it.compare(op, lv, rv)
 
-        return compare
+        return member if isinstance(op, (ast.In, ast.NotIn)) else compare
 
     def subscript(self, node: ast.Subscript) -> Expr:
         it = self.it
