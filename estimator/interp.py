@@ -57,7 +57,7 @@ class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
                  project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS,
-                 library_paths: tuple[str, ...] | None = None, supplied: tuple[tuple[str, str], ...] = ()) -> None:
+                 library_paths: tuple[str, ...] | None = None, supplied: tuple[tuple[str, str], ...] = (), corpus_bytes: int = 0) -> None:
         self.model = model
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         # values the user supplies for what the script assigns (`estimate --set ntokens=33278`): name -> VALUE's source
@@ -79,7 +79,8 @@ class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
         self.globals = Scope(imports=model.imports, path=model.path)
         self.max_steps = max_steps
         self.steps_left = max_steps  # work left: a node of the general interpreter, or a compiled statement, is one
-        self.corpus_bytes = 0  # the bytes of long files read line by line (scope.CORPUS_BYTES)
+        self.corpus_limit = corpus_bytes  # the most bytes of files longer than FILE_LINES read line by line (a corpus)
+        self.corpus_bytes = 0  # read so far
         self.unread_data = False  # a loop over a file was skipped: the lengths of lists, dicts and objects are not known
         self.fast = Compiler(self)  # loops over many values run compiled (estimator.interp_fast)
         self.out_of_budget = False

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch_preflight.estimator import configs
 from torch_preflight.estimator.interp_fast import FAST_ITEMS, Returned
-from torch_preflight.estimator.scope import CORPUS_BYTES, FILE_LINES, STEPS_PER_BYTE, Budget, Scope, _Break, _Continue
+from torch_preflight.estimator.scope import FILE_LINES, STEPS_PER_BYTE, Budget, Scope, _Break, _Continue
 from torch_preflight.estimator.values import UNKNOWN, Function, Loader, Module, Obj, Qualified, Tensor, is_unknown
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class Loops:
             lines = text.splitlines(keepends=True) if isinstance(text, str) else None
             if lines is not None and len(lines) <= FILE_LINES:
                 return lines
-            if lines is not None and self.fast.usable() and self.corpus_bytes + len(text) <= CORPUS_BYTES:
+            if lines is not None and self.fast.usable() and self.corpus_bytes + len(text) <= self.corpus_limit:
                 self.corpus_bytes += len(text)  # a corpus: the loop runs compiled, with the work its size takes
                 self.steps_left += len(text) * STEPS_PER_BYTE
                 return lines

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torch_preflight.core.config import ConfigError, config_from_table
+from torch_preflight.core.config import Config, ConfigError, config_from_table
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.estimator import EstimateOptions, configs, estimate_source
 from torch_preflight.estimator.scope import CORPUS_BYTES
@@ -101,6 +101,9 @@ def test_a_corpus_the_estimate_reads_gives_what_supplying_its_values_gives(tmp_p
     supplied = estimate(script, (("ntokens", "8"), ("train", "torch.empty(40000, dtype=torch.long)")))
     assert read.peak_bytes == supplied.peak_bytes and read.breakdown == supplied.breakdown
     assert sum(layer.params for layer in read.layers) == 8 * 16 + 16 * 8 + 8
+    # the editor's and `check`'s estimate (from the configuration), run on every change, reads no corpus: unknown
+    (editor,) = estimate_source(script.read_text(), str(script), Config())
+    assert not editor.complete and any("`corpus.txt` is read line by line" in u.text for u in editor.unknowns)
 
 
 def test_supplied_value_syntax() -> None:
