@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from torch_preflight.estimator import configs
 from torch_preflight.estimator.interp_exprs import BINOPS, COMPARE
 from torch_preflight.estimator.scope import Budget, Scope, _Break, _Continue, _Return
-from torch_preflight.estimator.values import UNKNOWN, ClassValue, Function, MethodRef, Obj, Unknown
+from torch_preflight.estimator.values import UNKNOWN, ClassValue, Function, MethodRef, Obj, Qualified, Unknown
 
 if TYPE_CHECKING:
     from torch_preflight.estimator.interp import Interpreter
@@ -391,6 +391,8 @@ class Compiler:
             return self.call(func, args)
         if type(func) is MethodRef and type(func.obj) in SEQUENCES:
             return it.ops.call_method(it, func.obj, func.name, args, {}, node)
+        if type(func) is Qualified and func.name == "len" and len(args) == 1 and type(args[0]) in SEQUENCES and not it.unread_data:
+            return len(args[0])  # the builtin (no scope binds `len`), as estimator.builtins has it
         return it.call(func, args, {}, node, line=line, col=col)  # (cur_node is the shape checker's, which runs slow)
 
     def binop(self, node: ast.BinOp) -> Expr:
