@@ -168,3 +168,20 @@ def test_a_return_and_a_break_inside_compiled_loops() -> None:
     slow, fast = _both(source)
     _same(slow, fast)
     assert fast.globals.vars["result"] == ("xzy", FAST_ITEMS, -1)
+
+
+def test_a_runaway_compiled_loop_stops_at_the_work_budget() -> None:
+    source = textwrap.dedent("""\
+        class Count:
+            def __init__(self):
+                n = 0
+                for i in range(5000):
+                    for j in range(5000):
+                        n += 1
+                self.n = n
+
+        result = Count()
+        """)
+    it = _run(source, compiled=True)
+    assert it.out_of_budget and "result" not in it.globals.vars  # 25 million passes: stopped, and said
+    assert any("too large to interpret" in text for text, _ in it.problems)
