@@ -77,10 +77,12 @@ class Compiler:
         if found is not None and found[0] is stmts:
             return found[1]
         it = self.it
-        compiled = [(s, s.lineno - 1, self._stmt(s)) for s in stmts]
+        # an expression statement is its expression's closure, whose value is dropped (not a flow)
+        compiled = [(s, s.lineno - 1, self.expr(s.value) if isinstance(s, ast.Expr) else self._stmt(s), isinstance(s, ast.Expr))
+                    for s in stmts]
 
         def run(scope: Scope) -> Any:
-            for node, line, inner in compiled:
+            for node, line, inner, dropped in compiled:
                 it.steps_left -= FAST_STEP
                 if it.steps_left <= 0:
                     raise Budget
@@ -88,6 +90,8 @@ class Compiler:
                 it.scope = scope
                 try:
                     flow = inner(scope)
+                    if dropped:
+                        continue
                 except (_Return, _Break, _Continue, Budget):
                     raise
                 except RecursionError:
@@ -152,13 +156,6 @@ class Compiler:
     # ---- statements ----------------------------------------------------------------------------
     def _stmt(self, node: ast.stmt) -> Stmt:
         it = self.it
-        if isinstance(node, ast.Expr):
-            value = self.expr(node.value)
-
-            def expr_stmt(scope: Scope) -> Any:
-                value(scope)
-
-            return expr_stmt
         if isinstance(node, ast.Assign) and not it.supplied:
             return self.assign(node, node.targets, self.expr(node.value))
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
@@ -338,6 +335,19 @@ class Compiler:
 
     def attribute(self, node: ast.Attribute) -> Expr:
         it, base, attr = self.it, self.expr(node.value), node.attr
+        if isinstance(node.value, ast.Name):  # `self.word2idx`: a local name looked up here, one closure less
+            ident = node.value.id
+
+            def attribute_of_name(scope: Scope) -> Any:
+                found = scope.vars
+                obj = found[ident] if ident in found else base(scope)
+                if type(obj) is Obj and obj.type != "shape":
+                    found = obj.attrs
+                    if attr in found:
+                        return found[attr]
+                return it.getattr(obj, attr, node)
+
+            return attribute_of_name
 
         def attribute(scope: Scope) -> Any:
             obj = base(scope)
