@@ -27,9 +27,11 @@ class Loops:
         if items is None:
             return None
         # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
-        # runs through (a configurator reading sys.argv, a list of layer sizes, the lines of a corpus); a loop elsewhere
-        # runs through anyway: `every` is only read in script code
-        every = (self.in_script > 0 and self.forward_depth == 0 and (len(items) <= 256 or _is_file(iterable))
+        # runs through (a configurator reading sys.argv, a list of layer sizes, the lines of a file when they run
+        # compiled: not while shapes are checked, on the general path); a loop elsewhere runs through anyway: `every`
+        # is only read in script code
+        every = (self.in_script > 0 and self.forward_depth == 0
+                 and (len(items) <= 256 or (_is_file(iterable) and self.fast.usable()))
                  and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node))
         # a pass that only recomputes values (an evaluation loop drawing batches) repeats its first ones: two suffice
         passes = 2 if every and len(items) > 2 and self.in_script and self.forward_depth == 0 and self.repeats(node, scope) else None
