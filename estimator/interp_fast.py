@@ -7,7 +7,7 @@ dispatch: a data-preparation loop over a text corpus (a vocabulary built word by
 
 Nothing of the user's code is executed natively: the closures are this module's, made from the syntax tree.
 A compiled statement costs FAST_STEP of the interpreter's work budget (a slow step is one node); a block returns None,
-or BREAK, CONTINUE or a Returned value instead of raising them (a slow statement inside it still raises them).
+or BREAK, CONTINUE or a returned value (a 1-tuple) instead of raising them (a slow statement inside it still raises them).
 """
 
 from __future__ import annotations
@@ -39,14 +39,8 @@ PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
 SEQUENCES = frozenset({str, list, tuple, dict})
 
 
-class Returned:
-    """A compiled `return`: the value, handed up through the blocks."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
+# a compiled `return`: its value in a 1-tuple, handed up through the blocks (making a tuple calls no Python code)
+Returned = tuple
 
 BREAK = object()
 CONTINUE = object()
@@ -151,7 +145,7 @@ class Compiler:
             else:
                 it.leave_frame(scope)
             it.cur_path = saved
-        return flow.value if isinstance(flow, Returned) else None
+        return flow[0] if type(flow) is tuple else None
 
     # ---- statements ----------------------------------------------------------------------------
     def _stmt(self, node: ast.stmt) -> Stmt:
@@ -164,7 +158,7 @@ class Compiler:
             returned = self.expr(node.value) if node.value is not None else None
 
             def ret(scope: Scope) -> Any:
-                return Returned(returned(scope) if returned is not None else None)
+                return (returned(scope) if returned is not None else None,)
 
             return ret
         if isinstance(node, ast.If):
@@ -362,6 +356,7 @@ class Compiler:
     def call_expr(self, node: ast.Call) -> Expr:
         it = self.it
         args = [self.expr(a) for a in node.args]
+        one = args[0] if len(args) == 1 else None  # the usual one argument, evaluated without a comprehension's frame
         line, col = node.lineno - 1, node.col_offset
         if isinstance(node.func, ast.Attribute):  # a method call: the receiver's method found without binding it
             receiver, method = self.expr(node.func.value), node.func.attr
@@ -375,9 +370,9 @@ class Compiler:
                     cls = obj.attrs.get("__class__")
                     found = cls.lookup(method) if isinstance(cls, ClassValue) else None
                     if isinstance(found, Function) and not found.classmethod:
-                        return self.call(found, [obj, *[a(scope) for a in args]])
+                        return self.call(found, [obj, one(scope)] if one is not None else [obj, *[a(scope) for a in args]])
                 elif kind in SEQUENCES:  # a method of a plain value: no code runs to find it
-                    values = [a(scope) for a in args]
+                    values = [one(scope)] if one is not None else [a(scope) for a in args]
                     if appends and kind is list:
                         obj.append(values[0])  # as the interpreter's list.append
                         return None
@@ -385,13 +380,14 @@ class Compiler:
                         return configs.str_method(obj, method, values, {})
                     return it.ops.call_method(it, obj, method, values, {}, node)
                 func = it.getattr(obj, method, node.func)
-                return self.invoke(func, [a(scope) for a in args], node, line, col)
+                return self.invoke(func, [one(scope)] if one is not None else [a(scope) for a in args], node, line, col)
 
             return method_call
         func = self.expr(node.func)
 
         def call(scope: Scope) -> Any:
-            return self.invoke(func(scope), [a(scope) for a in args], node, line, col)
+            f = func(scope)
+            return self.invoke(f, [one(scope)] if one is not None else [a(scope) for a in args], node, line, col)
 
         return call
 

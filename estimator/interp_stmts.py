@@ -116,7 +116,7 @@ class Statements:
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             flow = self.exec_for(node, scope, self.eval(node.iter, scope))
             if flow is not None:  # a `return` in a compiled body
-                raise _Return(flow.value)
+                raise _Return(flow[0])
         elif isinstance(node, ast.While):
             if self.in_script and self.forward_depth == 0:
                 self.loop_counts.append(None)  # passes not known
