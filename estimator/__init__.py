@@ -63,7 +63,7 @@ def options_from_config(config: Config) -> EstimateOptions:
     """EstimateOptions from `[tool.torch-preflight]` (gpu-memory, gpu, dtype, batch-size, set): the editor's estimate."""
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype or "", config.dtype)
     return EstimateOptions(batch_size=config.batch_size, dtype=dtype, budget_bytes=config.gpu_memory, gpu=config.gpu,
-                           values=config.values)
+                           values=config.values, corpus_bytes=0)
 
 
 def estimate_source(
@@ -105,7 +105,7 @@ def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, b
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
                      force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
                      max_steps=ESTIMATE_STEPS, library_paths=library_sources.environment_paths(options.python),
-                     supplied=options.values)
+                     supplied=options.values, corpus_bytes=options.corpus_bytes)
     it.run()
     return it
 

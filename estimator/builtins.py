@@ -78,6 +78,12 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             return len(v.children)
         if isinstance(v, Obj) and v.type == "shape":
             return len(v.attrs["dims"])
+        cls = v.attrs.get("__class__") if isinstance(v, Obj) else None
+        method = cls.lookup("__len__") if isinstance(cls, ClassValue) else None
+        if it.unread_data and (isinstance(v, (list, dict, set)) or method is not None):
+            return UNKNOWN  # a container a loop over the data file the estimate did not read may have filled
+        if isinstance(method, Function):  # an instance of the script's own class: its __len__
+            return it.call_function(method, [v], {})
         try:
             return len(v)  # type: ignore[arg-type]
         except Exception:

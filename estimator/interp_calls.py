@@ -144,14 +144,18 @@ class Calls:
         except (_Break, _Continue):
             return None
         finally:
-            self.frames.pop()
-            if self.recorder is not None:  # the frame's locals go (the returned value lives on in the caller)
-                for value in scope.vars.values():
-                    self.release(value)
-            if self.evaluation is not None:
-                for name in scope.vars:
-                    self.evaluation.bound.pop((id(scope), name), None)
+            self.leave_frame(scope)
         return None
+
+    def leave_frame(self: Interpreter, scope: Scope) -> None:
+        """A function's frame ends: its locals go (the returned value lives on in the caller)."""
+        self.frames.pop()
+        if self.recorder is not None:
+            for value in scope.vars.values():
+                self.release(value)
+        if self.evaluation is not None:
+            for name in scope.vars:
+                self.evaluation.bound.pop((id(scope), name), None)
 
     # ---- expressions ---------------------------------------------------------------------------
     def qualify(self: Interpreter, node: ast.AST, scope: Scope | None = None) -> str | None:

@@ -1,5 +1,5 @@
-"""The interpreter's statements: blocks, loops, with, assignment and unpacking, attribute stores, class definitions (methods
-the Interpreter inherits)."""
+"""The interpreter's statements: blocks, branches, with, assignment and unpacking, attribute stores, class definitions
+(methods the Interpreter inherits; its for loops are estimator.interp_loops')."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from torch_preflight.estimator import catalog, configs
 from torch_preflight.estimator.scope import (
-    FILE_LINES,
     Budget,
     Instance,
     Scope,
@@ -22,7 +21,6 @@ from torch_preflight.estimator.values import (
     ClassValue,
     ContextValue,
     Function,
-    Loader,
     Module,
     Obj,
     ParamValue,
@@ -60,11 +58,14 @@ class Statements:
         except RecursionError:
             raise Budget from None
         except Exception as exc:  # a bug or a gap in the interpreter: say so, and go on with the next statement
-            self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
-                         f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
+            self.internal_error(exc, node)
         finally:
             if ev is not None:  # a statement's temporaries are gone when it is done
                 del ev.pending[mark:]
+
+    def internal_error(self: Interpreter, exc: Exception, node: ast.stmt) -> None:
+        self.problem(f"internal error in estimator ({type(exc).__name__}: {str(exc)[:60]}) at "
+                     f"`{ast.unparse(node).splitlines()[0][:60]}`", node)
 
     def _exec_stmt(self: Interpreter, node: ast.stmt, scope: Scope) -> None:
         if isinstance(node, ast.Expr):
@@ -107,19 +108,15 @@ class Statements:
         elif isinstance(node, ast.If):
             cond = self.truth(self.eval(node.test, scope))
             if cond is None:
-                if self.in_script:
-                    self.guessed_block(node.body, scope)  # script code: take the main branch
-                else:
-                    taken = self.decide(node.test)
-                    self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
-                                 f"{'first' if taken else 'second'} branch", node)
-                    self.guessed_block(node.body if taken else node.orelse, scope)
+                self.unknown_branch(node, scope)
             elif cond:
                 self.exec_block(node.body, scope)
             else:
                 self.exec_block(node.orelse, scope)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.exec_for(node, scope)
+            flow = self.exec_for(node, scope, self.eval(node.iter, scope))
+            if flow is not None:  # a `return` in a compiled body
+                raise _Return(flow[0])
         elif isinstance(node, ast.While):
             if self.in_script and self.forward_depth == 0:
                 self.loop_counts.append(None)  # passes not known
@@ -165,153 +162,16 @@ class Statements:
         else:
             self.problem(f"statement `{type(node).__name__}` is not modelled", node)
 
-    def exec_for(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope) -> None:
-        iterable = self.eval(node.iter, scope)
-        items = self.iterate(iterable, node)
-        if items is None:
-            return
-        # script loops run once (one pass is one training step), but a loop over plain values that trains nothing
-        # runs through (a configurator reading sys.argv, a list of layer sizes)
-        every = len(items) <= 256 and all(isinstance(v, (str, int, float, bool)) for v in items) and not _trains(node)
-        # a pass that only recomputes values (an evaluation loop drawing batches) repeats its first ones: two suffice
-        passes = 2 if every and len(items) > 2 and self.in_script and self.forward_depth == 0 and self.repeats(node, scope) else None
-        self.loop_counts.append(len(iterable) if isinstance(iterable, range) else None)
-        try:
-            self.run_for(node, scope, items, every, passes)
-        finally:
-            self.loop_counts.pop()
-
-    def run_for(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope, items: list[Any], every: bool, passes: int | None) -> None:
-        for index, item in enumerate(items):
-            if self.in_script and self.forward_depth == 0 and index >= 1 and not every:
-                break
-            if passes is not None and index >= passes:
-                self.assign(node.target, items[-1], scope, node)  # the loop variable ends as the last pass leaves it
-                break
-            self.tick()
-            self.assign(node.target, item, scope, node)
-            try:
-                self.exec_block(node.body, scope)
-            except _Break:
-                return
-            except _Continue:
-                continue
-        else:
-            self.exec_block(node.orelse, scope)
-            return
-        if passes is not None:
-            self.exec_block(node.orelse, scope)
-
-    def repeats(self: Interpreter, node: ast.For | ast.AsyncFor, scope: Scope) -> bool:
-        """Whether every pass of a counted loop does the same work and leaves nothing behind but its own variables: its
-        body is straight-line code that reads no value an earlier pass left (`x = f(x)`) and the loop variable only as
-        the index it stores into a tensor (`losses[k] = loss.item()`), and it calls only library functions, models and
-        the script's functions that change nothing outside their own variables."""
-        if not isinstance(node.iter, ast.Call) or not isinstance(node.iter.func, ast.Name) or node.iter.func.id != "range":
-            return False
-        if not isinstance(node.target, ast.Name):
-            return False
-        stored = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        defined: set[str] = set()
-        for stmt in _straight(node.body):
-            if stmt is None:
-                return False
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-            value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
-            reads: list[ast.expr] = [value] if value is not None else []
-            for target in targets:
-                for part in target.elts if isinstance(target, ast.Tuple) else [target]:
-                    if isinstance(part, ast.Subscript):  # a slot of a tensor made before the loop
-                        if not (isinstance(part.value, ast.Name) and isinstance(_lookup(scope, part.value.id), Tensor)):
-                            return False
-                        reads.append(part.slice)
-                    elif not isinstance(part, ast.Name):
-                        return False
-            for read in reads:
-                for n in ast.walk(read):
-                    if isinstance(n, ast.Name) and ((n.id == node.target.id and not _indexes(n, stmt)) or n.id in stored - defined):
-                        return False
-                if not self.harmless_calls(read, scope, 0):
-                    return False
-            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        return True
-
-    def harmless_calls(self: Interpreter, tree: ast.AST, scope: Scope, depth: int, local: frozenset[str] = frozenset()) -> bool:
-        """Whether the calls in `tree` change nothing a later pass or a memory figure reads: library functions (not classes),
-        models (or values not known, which calling leaves unknown), and the script's functions (up to 3 deep) that store only into their own variables."""
-        for n in ast.walk(tree):
-            if isinstance(n, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Delete)):
-                return False
-            if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store):
-                if not (isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in local):
-                    return False
-            if not isinstance(n, ast.Call):
-                continue
-            func = n.func
-            if isinstance(func, ast.Attribute):
-                receiver = func.value.id if isinstance(func.value, ast.Name) else None
-                if (func.attr in _CHANGES and receiver not in local) or func.attr[:1].isupper():
-                    return False
-                continue
-            if not isinstance(func, ast.Name) or func.id in local:
-                return False
-            callee = _lookup(scope, func.id)
-            if isinstance(callee, Function) and isinstance(callee.node, ast.FunctionDef) and depth < 3:
-                args = callee.node.args
-                names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a is not None}
-                names |= {m.id for m in ast.walk(callee.node) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
-                if not all(self.harmless_calls(stmt, callee.env, depth + 1, frozenset(names)) for stmt in callee.node.body):
-                    return False
-            elif not (isinstance(callee, Module) or is_unknown(callee) or (isinstance(callee, Qualified) and not callee.name.rsplit(".", 1)[-1][:1].isupper())
-                      or (callee is _BUILTIN and func.id in _PURE_BUILTINS)):
-                return False
-        return True
-
-    def iterate(self: Interpreter, value: Any, node: ast.AST) -> list[Any] | None:
-        if isinstance(value, range):
-            if len(value) > 10_000 and not self.in_script:
-                raise Budget
-            return list(value)
-        if isinstance(value, (list, tuple)):
-            return list(value)
-        if isinstance(value, dict):
-            return [k for k in value if k != "__class__"]  # an instance's __dict__ holds its class for the interpreter
-        if isinstance(value, (set, frozenset)):
-            return sorted(value, key=repr)
-        if isinstance(value, str):
-            return list(value)
-        if isinstance(value, Obj) and value.type in ("enumerate", "zip"):
-            return value.attrs["items"]
-        if isinstance(value, Obj) and value.type == "items":
-            return value.attrs["items"]
-        if isinstance(value, Loader):
-            batch = self.loader_batch(value, node)
-            return [batch]
-        if isinstance(value, Module) and value.type in ("ModuleList", "Sequential"):
-            return list(value.children.values())
-        if isinstance(value, Module) and value.type == "ModuleDict":
-            return list(value.children)
-        if isinstance(value, Obj) and value.type == "file":  # `for line in f:` over a short text file of the project
-            text = configs.read_text(value.attrs["path"], os.path.dirname(self.model.path), value.attrs.get("mode", "r"))
-            lines = text.splitlines(keepends=True) if isinstance(text, str) else None
-            if lines is not None and len(lines) <= FILE_LINES:
-                return lines
-            if lines is not None:  # a longer one (a corpus read word by word) would take the whole work budget: unknown
-                self.problem(f"`{value.attrs['path']}` is read line by line at run time ({len(lines):,} lines, more than the "
-                             f"estimate reads); supply what the script computes from it with --set NAME=VALUE", node)
-                return None
-        if isinstance(value, Obj) and value.type == "parameters":
-            return [p for _, p in value.attrs["module"].named_parameters()]
-        if isinstance(value, Tensor):
-            if not value.shape:
-                return None
-            # a tensor iterates over its first dimension: as many items as it has rows (a batch of indices)
-            count = value.shape[0] if self.forward_depth == 0 and isinstance(value.shape[0], int) and value.shape[0] <= 4096 else 1
-            return [value.view(value.shape[1:]) for _ in range(count)]
+    def unknown_branch(self: Interpreter, node: ast.If, scope: Scope) -> None:
+        """`if` on a condition that is not known: script code takes its main branch; other code the branch decided
+        for the same condition before (see decide), said in a problem."""
         if self.in_script:
-            return [UNKNOWN]
-        self.problem(f"cannot iterate `{ast.unparse(getattr(node, 'iter', node))[:40]}`", node)
-        return None
+            self.guessed_block(node.body, scope)  # script code: take the main branch
+        else:
+            taken = self.decide(node.test)
+            self.problem(f"condition `{ast.unparse(node.test)[:50]}` is not known; took its "
+                         f"{'first' if taken else 'second'} branch", node)
+            self.guessed_block(node.body if taken else node.orelse, scope)
 
     def exec_with(self: Interpreter, node: ast.With | ast.AsyncWith, scope: Scope) -> None:
         saved = (self.grad_enabled, self.autocast)
@@ -355,15 +215,7 @@ class Statements:
                      for n in (t.id if isinstance(t, ast.Name) else t.attr, ast.unparse(t)) if n in self.supplied),
                     None) if self.supplied else None
         if name is None:
-            value = self.eval(node.value, scope)
-            if (isinstance(value, Unknown) and (not value.reason or value.reason.startswith("torch.load")) and self.in_script
-                    and len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None):
-                # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
-                # name the value where it is made, so a layer that gets it says what to supply
-                where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
-                value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
-                                f"supply it with --set {targets[0].id}=VALUE")
-            return value
+            return self.named_unknown(node, targets, self.eval(node.value, scope))
         text = self.supplied[name]
         supplied = configs.supplied_value(text)
         if isinstance(supplied, ast.expr):
@@ -373,6 +225,17 @@ class Statements:
         self.assume(f"`{name}` = {text} (supplied) instead of `{ast.unparse(node.value)[:50] if node.value else ''}`",
                     node.lineno - 1)
         return supplied
+
+    def named_unknown(self: Interpreter, node: ast.Assign | ast.AnnAssign, targets: list[ast.expr], value: Any) -> Any:
+        """The value an assignment binds, `value` its right side's: one made at run time is named where it is made."""
+        if (isinstance(value, Unknown) and (not value.reason or value.reason.startswith("torch.load")) and self.in_script
+                and len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None):
+            # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
+            # name the value where it is made, so a layer that gets it says what to supply
+            where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
+            value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
+                            f"supply it with --set {targets[0].id}=VALUE")
+        return value
 
     def assign(self: Interpreter, target: ast.expr, value: Any, scope: Scope, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
@@ -402,15 +265,17 @@ class Statements:
             obj = self.eval(target.value, scope)
             self.setattr(obj, target.attr, value, node)
         elif isinstance(target, ast.Subscript):
-            obj = self.eval(target.value, scope)
-            key = self.eval(target.slice, scope)
-            if isinstance(obj, (list, dict)) and not is_unknown(key):
-                try:
-                    obj[key] = value
-                except (IndexError, TypeError):
-                    pass
-            elif isinstance(obj, Module) and obj.type == "ModuleDict" and isinstance(value, Module):
-                obj.children[str(key)] = value
+            self.store_item(self.eval(target.value, scope), self.eval(target.slice, scope), value)
+
+    def store_item(self: Interpreter, obj: Any, key: Any, value: Any) -> None:
+        """`obj[key] = value`"""
+        if isinstance(obj, (list, dict)) and not is_unknown(key):
+            try:
+                obj[key] = value
+            except (IndexError, TypeError):
+                pass
+        elif isinstance(obj, Module) and obj.type == "ModuleDict" and isinstance(value, Module):
+            obj.children[str(key)] = value
 
     def unpack(self: Interpreter, value: Any, n: int, node: ast.AST, exact: bool = False) -> list[Any]:
         if exact and isinstance(value, Obj) and value.type == "shape" and len(value.attrs["dims"]) != n:
@@ -492,48 +357,3 @@ class Statements:
         if scope.path == self.model.path:
             self.classes[node.name] = cls  # the file's own classes (the fallback models when nothing is trained)
         return cls
-
-
-def _trains(node: ast.AST) -> bool:
-    """Whether a loop's body calls backward() or step() itself."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
-               for n in ast.walk(node))
-
-
-_CHANGES = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "pop", "popitem", "remove", "clear", "discard",
-                      "add_module", "register_module", "register_buffer", "register_parameter", "add_param_group", "backward",
-                      "step", "zero_grad", "load_state_dict", "apply", "write", "save"})
-_PURE_BUILTINS = frozenset({"len", "range", "int", "float", "str", "bool", "min", "max", "abs", "round", "sum", "tuple", "list",
-                            "dict", "enumerate", "zip", "isinstance", "print", "sorted", "reversed", "divmod", "pow"})
-_BUILTIN = object()
-
-
-def _lookup(scope: Scope, name: str) -> Any:
-    """`name` in `scope`, or _BUILTIN when no scope binds it."""
-    try:
-        return scope.lookup(name)
-    except KeyError:
-        return _BUILTIN
-
-
-def _straight(body: list[ast.stmt]) -> list[ast.stmt | None]:
-    """The simple statements of straight-line code, `with` blocks opened (their context expressions as statements);
-    None in place of a statement that branches, loops or jumps."""
-    out: list[ast.stmt | None] = []
-    for stmt in body:
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            out += [ast.Expr(item.context_expr) for item in stmt.items if item.optional_vars is None]
-            out += [None for item in stmt.items if item.optional_vars is not None]
-            out += _straight(stmt.body)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Pass)):
-            out.append(stmt)
-        else:
-            out.append(None)
-    return out
-
-
-def _indexes(name: ast.Name, stmt: ast.stmt) -> bool:
-    """Whether `name` is only the index of a slot that `stmt` stores into."""
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else []
-    return any(isinstance(part, ast.Subscript) and part.slice is name
-               for target in targets for part in (target.elts if isinstance(target, ast.Tuple) else [target]))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torch_preflight.estimator.scope import CORPUS_BYTES
+
 GIB = 1024**3
 GPUS: dict[str, int] = {
     "a100-40gb": 40 * GIB, "a100-80gb": 80 * GIB, "h100-80gb": 80 * GIB, "h100": 80 * GIB, "h200": 141 * 10**9,
@@ -58,6 +60,9 @@ class EstimateOptions:
     # values the user supplies for what the script assigns and cannot be read statically (`--set ntokens=33278`):
     # (NAME, VALUE's source), see estimator.configs.supplied_value
     values: tuple[tuple[str, str], ...] = ()
+    # the most bytes of files longer than FILE_LINES that loops read line by line (a corpus a vocabulary is built from,
+    # read compiled: seconds of work); the editor's and `check`'s estimates, run on every change, read none
+    corpus_bytes: int = CORPUS_BYTES
 
     @property
     def budget(self) -> int | None:

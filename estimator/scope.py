@@ -11,6 +11,12 @@ from torch_preflight.estimator.values import Module
 
 MAX_STEPS = 200_000  # statements executed before giving up (keeps the editor fast); the estimate passes its own
 FILE_LINES = 2_000  # `for line in f` reads a file of the project up to this many lines
+# a longer one (a corpus read word by word) is read when the loop runs compiled (estimator.interp_fast), up to this many
+# bytes in all (a 3 MB corpus read twice, as a vocabulary is built and then encoded), and the work budget grows by
+# STEPS_PER_BYTE for each byte: a pass over wikitext-2's word-level files takes ~0.7 units of work per byte, about
+# 1.2 us each (the same per unit in both of the interpreter's paths), so a corpus at the limit takes ~7 s at most
+CORPUS_BYTES = 6 * 2**20
+STEPS_PER_BYTE = 1
 LONG_ITERABLE = 100_000  # a comprehension over more items gives that many unread values (a corpus encoded char by char)
 # imported names from these packages are never looked for among the user's own modules
 LIBRARIES = {

@@ -128,7 +128,11 @@ def torch_function(it: Interpreter, short: str, name: str, args: list[Any], kwar
             d = norm_dim(dim, len(base))
             base[d] = sum(t.shape[d] for t in items)
             shape = tuple(base)
-        return it.elementwise(items, shape, "cat")
+        out = it.elementwise(items, shape, "cat")
+        # the script's data joined outside a step (a corpus tokenized line by line) is data it keeps, as its parts; a
+        # stack of samples is a batch, which the step's accounting counts where a model takes it
+        out.external = short != "stack" and all(t.external for t in items) and it.recorder is None and it.forward_depth == 0
+        return out
     if short in ("matmul", "bmm", "mm"):
         return it.matmul(args[0], args[1]) if len(args) >= 2 else UNKNOWN
     if short == "baddbmm" and len(args) >= 3 and isinstance(args[1], Tensor) and isinstance(args[2], Tensor):
@@ -239,7 +243,7 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
         return t.numel
     if name in ("item", "tolist", "backward", "detach", "cpu", "cuda", "to", "float", "half", "bfloat16", "long", "int", "bool",
                 "type_as", "clone", "requires_grad_", "numpy", "contiguous", "zero_", "fill_", "normal_", "uniform_", "retain_grad",
-                "pin_memory", "astype", "share_memory_"):
+                "pin_memory", "astype", "share_memory_") or (name == "type" and (args or kwargs)):
         if name == "backward":
             return backward(it, t, node)
         if name == "tolist" and 0 < len(t.shape) <= 2 and math.prod(t.shape) <= 1_000_000:
@@ -249,10 +253,13 @@ def tensor_method(it: Interpreter, t: Tensor, name: str, args: list[Any], kwargs
             return UNKNOWN
         if name == "detach":
             return Tensor(t.shape, t.dtype, False, t.storage, t.external, t.contiguous)
-        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to", "astype"):
+        if name in ("float", "half", "bfloat16", "long", "int", "bool", "to", "astype", "type"):
             dtype = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "long": "int64", "int": "int32", "bool": "bool"}.get(name)
-            if name in ("to", "astype"):
+            if name in ("to", "astype", "type"):  # `t.type(torch.int64)`: a dtype (a type's name such as "torch.LongTensor" is not read)
                 dtype = next((dtype_of(a) for a in [*args, kwargs.get("dtype")] if dtype_of(a)), None)
+            if dtype is None and name == "type":
+                it.problem("tensor.type() of a type that is not a dtype is not modelled", node)
+                return UNKNOWN
             if dtype is None or dtype == t.dtype:
                 return t
             out = Tensor(t.shape, dtype, external=t.external)

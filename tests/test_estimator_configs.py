@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.estimator import EstimateOptions, configs, estimate_source, reshape
+from torch_preflight.estimator.scope import CORPUS_BYTES
 
 from torch_preflight.cli import main
 
@@ -585,7 +586,7 @@ def test_a_dataset_class_of_the_script_and_next_iter() -> None:
     assert report.layers[0].output_shape == (8, 32, 16)
 
 
-def test_a_short_text_file_read_line_by_line_and_a_long_one_left_unknown(tmp_path: Path) -> None:
+def test_a_text_file_read_line_by_line_and_one_past_the_corpus_limit_left_unknown(tmp_path: Path) -> None:
     src = """\
     import torch
     import torch.nn as nn
@@ -607,9 +608,13 @@ def test_a_short_text_file_read_line_by_line_and_a_long_one_left_unknown(tmp_pat
     (tmp_path / "words.txt").write_text("a b c\nb c\n")
     short = one(src, str(script))
     assert short.complete and params(short) == 3 * 8, short.unknowns
-    (tmp_path / "words.txt").write_text("a b c\n" * 5000)  # more lines than the estimate reads one by one
+    # a corpus: more lines than FILE_LINES, every one read (the loop runs compiled)
+    (tmp_path / "words.txt").write_text("".join(f"w{i} x\n" for i in range(5000)))
+    corpus = one(src, str(script))
+    assert corpus.complete and params(corpus) == 5001 * 8, corpus.unknowns
+    (tmp_path / "words.txt").write_text("a b c\n" * (CORPUS_BYTES // 6 + 1))  # more than the estimate reads
     long = one(src, str(script))
-    assert not long.complete and long.unknowns  # the vocabulary is not read, and the estimate says so
+    assert not long.complete and any("words.txt" in u.text for u in long.unknowns)  # not read, and the estimate says so
 
 
 ORDER = """\

@@ -194,3 +194,44 @@ def test_a_pickle_the_script_loads_is_named_with_what_to_supply() -> None:
     assert any("torch.load('traindata.pt')" in u.text and "--set data=VALUE" in u.text for u in report.unknowns)
     supplied = EstimateOptions(device="cpu", values=(("data", "torch.empty(259, 16)"),))
     assert estimate_source(source, "t.py", supplied)[0].complete
+
+
+# word_language_model's data preparation: a class's __len__, `tensor.type(dtype)`, the lines' tensors joined
+TOKENS = '''
+import torch
+import torch.nn as nn
+
+
+class Vocab:
+    def __init__(self):
+        self.words = []
+
+    def __len__(self):
+        return len(self.words)
+
+
+vocab = Vocab()
+for w in ['a', 'b', 'c']:
+    vocab.words.append(w)
+ids = [torch.tensor([0, 1, 2]).type(TYPE), torch.tensor([2, 1]).type(TYPE)]
+data = torch.cat(ids)
+model = nn.Embedding(len(vocab), 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.randint(0, 3, (2, 2))).sum().backward()
+    opt.step()
+'''
+
+
+def test_a_class_len_a_dtype_conversion_and_joined_data() -> None:
+    report = estimate_source(TOKENS.replace("TYPE", "torch.int64"), "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.complete, [u.text for u in report.unknowns]
+    assert sum(layer.params for layer in report.layers) == 3 * 4  # len(vocab) is Vocab.__len__'s 3
+    # the joined tensor (5 int64 values) is data the script keeps on the CPU: in the peak, as its parts are not
+    kept = estimate_source(TOKENS.replace("TYPE", "torch.int64").replace("data = torch.cat(ids)", "data = torch.empty(5, dtype=torch.long)"),
+                           "t.py", EstimateOptions(device="cpu"))[0]
+    assert report.peak_bytes == kept.peak_bytes
+    # a type that is not a dtype (a tensor type's name) is not guessed: said, and the joined data is unknown
+    named = estimate_source(TOKENS.replace("TYPE", "torch.LongTensor"), "t.py", EstimateOptions(device="cpu"))[0]
+    assert any("tensor.type()" in u.text for u in named.unknowns), [u.text for u in named.unknowns]

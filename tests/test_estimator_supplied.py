@@ -8,9 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torch_preflight.core.config import ConfigError, config_from_table
+from torch_preflight.core.config import Config, ConfigError, config_from_table
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.estimator import EstimateOptions, configs, estimate_source
+from torch_preflight.estimator.scope import CORPUS_BYTES
 
 from torch_preflight.cli import main
 
@@ -56,10 +57,11 @@ for i in range(2):
 SUPPLIED = (("ntokens", "1000"), ("train", "torch.empty(40000, dtype=torch.long)"))
 
 
-def corpus_script(tmp_path: Path) -> Path:
+def corpus_script(tmp_path: Path, lines: int = CORPUS_BYTES // 16 + 1) -> Path:
+    """The script and its corpus of `lines` lines of 16 bytes (by default more than the estimate reads line by line)."""
     script = tmp_path / "train.py"
     script.write_text(CORPUS)
-    (tmp_path / "corpus.txt").write_text("a b c d e f g h\n" * 5000)  # longer than the estimate reads line by line
+    (tmp_path / "corpus.txt").write_text("a b c d e f g h\n" * lines)
     return script
 
 
@@ -72,7 +74,7 @@ def test_a_value_built_from_the_data_is_unknown_by_name_with_how_to_supply_it(tm
     report = estimate(corpus_script(tmp_path))
     assert not report.complete
     texts = [u.text for u in report.unknowns]
-    assert any("`corpus.txt` is read line by line at run time (5,000 lines" in t for t in texts), texts
+    assert any(f"`corpus.txt` is read line by line at run time ({CORPUS_BYTES // 16 + 1:,} lines" in t for t in texts), texts
     assert any("nn.Embedding" in t and "`ntokens = len(corpus.dictionary)` at train.py:28" in t
                and "--set ntokens=VALUE" in t for t in texts), texts
 
@@ -89,6 +91,19 @@ def test_supplied_values_bind_at_their_assignments_and_complete_the_estimate(tmp
     # a dotted target names one attribute assignment exactly
     dotted = estimate(corpus_script(tmp_path), (("ntokens", "1000"), ("self.train", "torch.empty(40000, dtype=torch.long)")))
     assert dotted.peak_bytes == report.peak_bytes
+
+
+def test_a_corpus_the_estimate_reads_gives_what_supplying_its_values_gives(tmp_path: Path) -> None:
+    # 5,000 lines (more than FILE_LINES): the vocabulary and the token tensor are read word by word, compiled
+    script = corpus_script(tmp_path, lines=5000)
+    read = estimate(script)
+    assert read.complete, read.unknowns
+    supplied = estimate(script, (("ntokens", "8"), ("train", "torch.empty(40000, dtype=torch.long)")))
+    assert read.peak_bytes == supplied.peak_bytes and read.breakdown == supplied.breakdown
+    assert sum(layer.params for layer in read.layers) == 8 * 16 + 16 * 8 + 8
+    # the editor's and `check`'s estimate (from the configuration), run on every change, reads no corpus: unknown
+    (editor,) = estimate_source(script.read_text(), str(script), Config())
+    assert not editor.complete and any("`corpus.txt` is read line by line" in u.text for u in editor.unknowns)
 
 
 def test_supplied_value_syntax() -> None:

@@ -20,7 +20,8 @@ wandb and tqdm: `pip install --target bench/out/realworld-site-extra wandb tqdm`
 bench/out/corpus/packages (bench/realworld/corpus.py puts them there, for `make bench-real`). Only the measuring process
 sees these.
 
-Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown] [--remeasure]
+Usage: python bench/vram/realworld.py [--torch PYTHON] [--only NAME] [--markdown] [--remeasure] [--estimate-only]
+       [--as-they-stand]  (every case without its `set` values, with each estimate's wall time)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import statistics
 import string
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -217,6 +219,8 @@ def main() -> int:
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--remeasure", action="store_true")
     parser.add_argument("--estimate-only", action="store_true", help="estimate every case; measure none (cached truth is shown)")
+    parser.add_argument("--as-they-stand", action="store_true",
+                        help="the rows without the values users supply (`set`), with each estimate's wall time")
     args = parser.parse_args()
     TORCH = "" if args.estimate_only else args.torch
     manifest = json.loads(MANIFEST.read_text())
@@ -235,20 +239,22 @@ def main() -> int:
             cache_path.write_text(json.dumps(cache, indent=1))
         m = cache.get(case["name"], {})
         truth = m.get("peak_bytes") if not m.get("error") and m.get("steps", 1) >= 1 else None  # a failed run measures nothing
-        est, complete, unknown = estimate(case, work)
+        started = time.perf_counter()
+        est, complete, unknown = estimate(case, work, supplied=not args.as_they_stand)
+        wall = time.perf_counter() - started
         err = (est - truth) / truth if truth and est is not None else None
-        rows.append((case, truth, est, complete, unknown, err))
-        if case.get("set"):  # the same estimate without the supplied values: what a new user sees first
+        rows.append((case, truth, est, complete, unknown, err, wall))
+        if case.get("set") and not args.as_they_stand:  # the same estimate without the supplied values: what a new user sees first
             est0, complete0, unknown0 = estimate(case, work, supplied=False)
             err0 = (est0 - truth) / truth if truth and est0 is not None else None
-            bare.append((case, truth, est0, complete0, unknown0, err0))
+            bare.append((case, truth, est0, complete0, unknown0, err0, None))
         else:
             bare.append(rows[-1])
     mib = lambda n: f"{n / 2**20:.2f}" if n is not None else "-"  # noqa: E731
     if args.markdown:
         print("| case | script | user-supplied values (`--set`) | measured CPU (MiB) | estimate (MiB) | complete | error |")
         print("|---|---|---|---:|---:|---|---:|")
-    for case, truth, est, complete, unknown, err in rows:
+    for case, truth, est, complete, unknown, err, wall in rows:
         where = f"{case['repo']}/{case['dir'] + '/' if case['dir'] else ''}{case['script']}"
         e = f"{err:+.1%}" if err is not None else "-"
         status = "yes" if complete else f"no ({unknown} unknown; at least)"
@@ -256,8 +262,12 @@ def main() -> int:
         if args.markdown:
             print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {supplied} | {mib(truth)} | {mib(est)} | {status} | {e} |")
         else:
-            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}  {'set: ' + supplied if case.get('set') else ''}")
+            supplying = "set: " + supplied if case.get("set") and not args.as_they_stand else ""
+            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8} {wall:6.2f}s  {supplying}")
     print()
+    if args.as_they_stand:
+        summary(rows, "as they stand (no values supplied)")
+        return 0
     summary(rows, "with the values users supply (`--set`)")
     summary(bare, "without them")
     return 0
