@@ -12,7 +12,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, hf_data, library_sources, reshape
+from torch_preflight.estimator import catalog, configs, datafiles, hf_data, library_sources, reshape
 from torch_preflight.estimator.builtins import after_in_mro, builtin
 from torch_preflight.estimator.construct import (
     checkpoint,
@@ -145,6 +145,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return library_sources.timm_create_model(it, args, kwargs, node, line, col)
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
         return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
+    if name in datafiles.READERS:  # np.load, np.fromfile, pickle.load of a file of the project
+        return datafiles.read_call(name, args, kwargs, os.path.dirname(it.model.path))
     if name.startswith("numpy."):
         return numpy_call(it, short, args, kwargs)
     if name.startswith("einops."):
@@ -256,7 +258,9 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         configs.add_argument(args[0], ["--deepspeed_config"], {"default": None})
         return args[0]
     if name in ("torch.save", "torch.load"):  # a file the script itself saved loads back as what it saved
-        return configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
+        out = configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
+        # else a data file of the project, read statically
+        return datafiles.read_call(name, args, kwargs, os.path.dirname(it.model.path)) if isinstance(out, Unknown) else out
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
         out = torch_function(it, short, name, args, kwargs, node)
         if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:
