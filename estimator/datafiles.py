@@ -17,13 +17,13 @@ import ast
 import os
 import struct
 import zipfile
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from torch_preflight.estimator import pickled
 from torch_preflight.estimator.configs import project_path
 from torch_preflight.estimator.values import ITEMSIZE, Obj, Qualified, Storage, Tensor, Unknown
 
-READERS = ("numpy.load", "numpy.fromfile", "pickle.load", "torch.load")
+READERS = ("numpy.load", "numpy.fromfile", "pickle.load")  # and torch.load, of a file the script did not save itself
 TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch's legacy format
 STORAGE_DTYPES = {
     "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16", "BFloat16Storage": "bfloat16",
@@ -44,7 +44,7 @@ MAX_DEPTH = 64  # nesting read into values (a pickle may hold a list that holds 
 
 
 def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -> Any:
-    """What `name(*args, **kwargs)` (one of READERS) returns for a file of the project; Unknown (saying why) for a
+    """What `name(*args, **kwargs)` (one of READERS, or torch.load) returns for a file of the project; Unknown (saying why) for a
     file that is not there or not readable. The reason starts with the call (`torch.load('x.pt'): ...`)."""
     target = args[0] if args else kwargs.get("file", kwargs.get("f"))
     path = target.attrs.get("path") if isinstance(target, Obj) and target.type == "file" else target
@@ -69,7 +69,7 @@ def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str)
         return Unknown(f"{what}: {e}")
 
 
-def torch_file(f: BinaryIO, what: str) -> Any:
+def torch_file(f: IO[bytes], what: str) -> Any:
     """`torch.load`: the zip format's `data.pkl`, or the legacy format's object (its fourth pickle)."""
     if zipfile.is_zipfile(f):
         f.seek(0)
@@ -87,7 +87,7 @@ def torch_file(f: BinaryIO, what: str) -> Any:
     return Reader(what).value(pickled.load(f))
 
 
-def numpy_file(f: BinaryIO, what: str, allow_pickle: bool) -> Any:
+def numpy_file(f: IO[bytes], what: str, allow_pickle: bool) -> Any:
     """`np.load`: a `.npy` array, a `.npz` archive (a dict of its arrays by name), or with allow_pickle a pickle."""
     head = f.read(6)
     f.seek(0)
@@ -105,7 +105,7 @@ def numpy_file(f: BinaryIO, what: str, allow_pickle: bool) -> Any:
     return Unknown(f"{what}: not a .npy or .npz file")
 
 
-def npy_header(f: BinaryIO, what: str) -> Any:
+def npy_header(f: IO[bytes], what: str) -> Any:
     """A `.npy` file's array from its header: `\\x93NUMPY`, the version, the header's length, a dict literal."""
     magic = f.read(8)
     if len(magic) != 8 or magic[:6] != b"\x93NUMPY" or magic[6] not in (1, 2, 3):

@@ -361,7 +361,8 @@ class Statements:
                 # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
                 # name the value where it is made, so a layer that gets it says what to supply
                 where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
-                value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
+                why = f" ({value.reason})" if value.reason and not value.reason.endswith("a file read at run time") else ""
+                value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically{why}; "
                                 f"supply it with --set {targets[0].id}=VALUE")
             return value
         text = self.supplied[name]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pickletools
 import struct
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 SKIP_OVER = 4096  # longer payloads are not read
 CODE2OP = {op.code.encode("latin-1"): op for op in pickletools.opcodes}
@@ -60,7 +60,7 @@ class Skipped:
     kind: str
 
 
-def _payload(name: str, f: BinaryIO) -> Any:
+def _payload(name: str, f: IO[bytes]) -> Any:
     fmt = PAYLOADS[name]
     head = f.read(struct.calcsize(fmt))
     if len(head) != struct.calcsize(fmt):
@@ -90,7 +90,7 @@ def _call(func: Any, args: Any, kwargs: Any = None) -> Any:
     return Call(name, args, dict(kwargs) if isinstance(kwargs, dict) else {})
 
 
-def load(f: BinaryIO) -> Any:
+def load(f: IO[bytes]) -> Any:
     """The object of the one pickle that starts at f's position (f is left after its STOP)."""
     stack: list[Any] = []
     marks: list[int] = []
@@ -125,7 +125,7 @@ def load(f: BinaryIO) -> Any:
             if op is None:
                 raise PickleError(f"not a pickle (byte {code!r})")
             name = op.name
-            arg = _payload(name, f) if name in PAYLOADS else op.arg.reader(f) if op.arg is not None else None
+            arg: Any = _payload(name, f) if name in PAYLOADS else op.arg.reader(f) if op.arg is not None else None
             if name == "STOP":
                 return stack.pop()
             if name in ("PROTO", "FRAME"):
@@ -140,9 +140,9 @@ def load(f: BinaryIO) -> Any:
                 stack.append(tuple(pop_mark()))
             elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
                 n = int(name[-1])
-                items = tuple(stack[-n:])
-                del stack[-n:]
-                stack.append(items)
+                if len(stack) < n:
+                    raise PickleError(f"{name} on a stack of {len(stack)}")
+                stack[-n:] = [tuple(stack[-n:])]
             elif name in ("LIST", "FROZENSET"):
                 stack.append(list(pop_mark()) if name == "LIST" else frozenset(pop_mark()))
             elif name == "DICT":
