@@ -246,17 +246,22 @@ def main() -> int:
             bare.append(rows[-1])
     mib = lambda n: f"{n / 2**20:.2f}" if n is not None else "-"  # noqa: E731
     if args.markdown:
-        print("| case | script | user-supplied values (`--set`) | measured CPU (MiB) | estimate (MiB) | complete | error |")
-        print("|---|---|---|---:|---:|---|---:|")
-    for case, truth, est, complete, unknown, err in rows:
+        print("| case | script | user-supplied values (`--set`) | measured CPU (MiB) | estimate (MiB) | complete | error | without `--set` |")
+        print("|---|---|---|---:|---:|---|---:|---|")
+    for (case, truth, est, complete, unknown, err), (_, _, est0, complete0, unknown0, err0) in zip(rows, bare, strict=True):
         where = f"{case['repo']}/{case['dir'] + '/' if case['dir'] else ''}{case['script']}"
         e = f"{err:+.1%}" if err is not None else "-"
         status = "yes" if complete else f"no ({unknown} unknown; at least)"
         supplied = " ".join(f"`{v}`" for v in case.get("set", [])) or "-"
+        # the same case as it stands (without the supplied values): what a new user sees first
+        stands = (f"{mib(est0)} MiB, {'complete' if complete0 else f'at least ({unknown0} unknown)'}, "
+                  f"{f'{err0:+.1%}' if err0 is not None else '-'}") if case.get("set") else "(the same)"
         if args.markdown:
-            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {supplied} | {mib(truth)} | {mib(est)} | {status} | {e} |")
+            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {supplied} | {mib(truth)} | {mib(est)} | {status} | {e} "
+                  f"| {stands} |")
         else:
-            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}  {'set: ' + supplied if case.get('set') else ''}")
+            print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8}  "
+                  f"{'set: ' + supplied + '; without: ' + stands if case.get('set') else ''}")
     print()
     summary(rows, "with the values users supply (`--set`)")
     summary(bare, "without them")
