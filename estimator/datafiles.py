@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from torch_preflight.estimator import pickled
 from torch_preflight.estimator.configs import project_path
-from torch_preflight.estimator.values import ITEMSIZE, Obj, Qualified, Storage, Tensor, Unknown
+from torch_preflight.estimator.values import ITEMSIZE, Obj, Qualified, Storage, Tensor, Unknown, Unread
 
 READERS = ("numpy.load", "numpy.fromfile", "pickle.load")  # and torch.load, of a file the script did not save itself
 TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch's legacy format
@@ -50,11 +50,11 @@ def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str)
     path = target.attrs.get("path") if isinstance(target, Obj) and target.type == "file" else target
     short = name.split(".")[0] + "." + name.rsplit(".", 1)[-1]
     if not isinstance(path, str):
-        return Unknown(f"{short} of a file read at run time")
+        return Unread(f"{short} of a file read at run time")
     full = project_path(path, base_dir)
     what = f"{short}({path!r})"
     if not os.path.isfile(full):
-        return Unknown(f"{what}: a file read at run time")
+        return Unread(f"{what}: a file read at run time")
     try:
         if name == "numpy.fromfile":
             return fromfile(full, args[1] if len(args) > 1 else kwargs.get("dtype", "float64"), what,
@@ -66,7 +66,7 @@ def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str)
                 return numpy_file(f, what, bool(kwargs.get("allow_pickle", False)))
             return Reader(what).value(pickled.load(f))
     except (OSError, pickled.PickleError, zipfile.BadZipFile, ValueError, SyntaxError) as e:
-        return Unknown(f"{what}: {e}")
+        return Unread(f"{what}: {e}")
 
 
 def torch_file(f: IO[bytes], what: str) -> Any:
@@ -76,12 +76,12 @@ def torch_file(f: IO[bytes], what: str) -> Any:
         with zipfile.ZipFile(f) as z:
             pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") == 1]
             if len(pkl) != 1:
-                return Unknown(f"{what}: a zip file without torch's data.pkl")
+                return Unread(f"{what}: a zip file without torch's data.pkl")
             with z.open(pkl[0]) as member:
                 return Reader(what).value(pickled.load(member))
     f.seek(0)
     if pickled.load(f) != TORCH_MAGIC:
-        return Unknown(f"{what}: not a file torch.save wrote")
+        return Unread(f"{what}: not a file torch.save wrote")
     pickled.load(f)  # the protocol version
     pickled.load(f)  # the system's sizes
     return Reader(what).value(pickled.load(f))
@@ -102,22 +102,22 @@ def numpy_file(f: IO[bytes], what: str, allow_pickle: bool) -> Any:
             return out
     if allow_pickle:
         return Reader(what).value(pickled.load(f))
-    return Unknown(f"{what}: not a .npy or .npz file")
+    return Unread(f"{what}: not a .npy or .npz file")
 
 
 def npy_header(f: IO[bytes], what: str) -> Any:
     """A `.npy` file's array from its header: `\\x93NUMPY`, the version, the header's length, a dict literal."""
     magic = f.read(8)
     if len(magic) != 8 or magic[:6] != b"\x93NUMPY" or magic[6] not in (1, 2, 3):
-        return Unknown(f"{what}: not a .npy file")
+        return Unread(f"{what}: not a .npy file")
     size = struct.unpack("<H" if magic[6] == 1 else "<I", f.read(2 if magic[6] == 1 else 4))[0]
     header = ast.literal_eval(f.read(size).decode("latin-1" if magic[6] < 3 else "utf-8"))
     if not isinstance(header, dict) or not isinstance(header.get("shape"), tuple):
-        return Unknown(f"{what}: a .npy header without a shape")
+        return Unread(f"{what}: a .npy header without a shape")
     dtype = numpy_dtype(header.get("descr"))
     shape = header["shape"]
     if dtype is None or not all(isinstance(d, int) and d >= 0 for d in shape):
-        return Unknown(f"{what}: an array of dtype {header.get('descr')!r}")
+        return Unread(f"{what}: an array of dtype {header.get('descr')!r}")
     return Tensor(shape, dtype, external=True, host=True, contiguous=len(shape) < 2 or not header.get("fortran_order"))
 
 
@@ -125,7 +125,7 @@ def fromfile(full: str, dtype: Any, what: str, count: Any = -1, offset: Any = 0)
     """`np.fromfile(path, dtype, count, offset=...)`: a 1-D array of as many items as the file holds after `offset`."""
     name = numpy_dtype(dtype.name.rsplit(".", 1)[-1] if isinstance(dtype, Qualified) else dtype)
     if name is None or not isinstance(count, int) or not isinstance(offset, int):
-        return Unknown(f"{what}: the dtype {getattr(dtype, 'name', dtype)!r}, count or offset")
+        return Unread(f"{what}: the dtype {getattr(dtype, 'name', dtype)!r}, count or offset")
     n = max(os.path.getsize(full) - offset, 0) // ITEMSIZE[name]
     return Tensor((n if count < 0 else min(count, n),), name, external=True, host=True)
 
@@ -158,7 +158,7 @@ class Reader:
         self.seen: dict[int, Any] = {}  # a Call read once is one value (a pickle refers to an object twice by memo)
 
     def unknown(self, what: str) -> Unknown:
-        return Unknown(f"{self.what}: {what} is not read statically")
+        return Unread(f"{self.what}: {what} is not read statically")
 
     def value(self, obj: Any, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:

@@ -29,6 +29,7 @@ from torch_preflight.estimator.values import (
     Qualified,
     Tensor,
     Unknown,
+    Unread,
     is_unknown,
 )
 
@@ -356,13 +357,13 @@ class Statements:
                     None) if self.supplied else None
         if name is None:
             value = self.eval(node.value, scope)
-            if (isinstance(value, Unknown) and (not value.reason or value.reason.startswith("torch.load")) and self.in_script
+            if (isinstance(value, Unknown) and (not value.reason or isinstance(value, Unread)) and self.in_script
                     and len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None):
                 # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
                 # name the value where it is made, so a layer that gets it says what to supply
                 where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
                 why = f" ({value.reason})" if value.reason and not value.reason.endswith("a file read at run time") else ""
-                value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically{why}; "
+                value = Unread(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically{why}; "
                                 f"supply it with --set {targets[0].id}=VALUE")
             return value
         text = self.supplied[name]

@@ -24,7 +24,7 @@ from torch_preflight.estimator.values import (
     Module,
     ParamValue,
     Tensor,
-    Unknown,
+    Unread,
 )
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     if isinstance(x, ParamValue):
         x = it.param_tensor(x)
     if not isinstance(x, Tensor):
-        why = f" ({x.reason})" if isinstance(x, Unknown) and x.reason else ""  # a value named where it is made
+        why = f" ({x.reason})" if isinstance(x, Unread) else ""
         it.problem(f"input of {kind}{f' `{mod.name}`' if mod.name else ''} is not a known tensor{why}", node)
         return UNKNOWN
     a = mod.args

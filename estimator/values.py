@@ -32,6 +32,13 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
+class Unread(Unknown):
+    """A value of the user's data the estimate could not read, named where it is made (`data = torch.load(...)` at
+    train.py:47; what a data file holds that is not data): its reason is said where it is used (a layer's input)."""
+
+    __slots__ = ()
+
+
 def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 

@@ -177,8 +177,10 @@ def test_what_a_file_does_not_hold_as_data_stays_unknown_by_name(tmp_path: Path)
     report = estimate(tmp_path, "with open('data.pkl', 'rb') as f:\n    data = pickle.load(f)\n"
                                 "x = data['x']\ny = torch.zeros(512, dtype=torch.long)")
     assert not report.complete
-    assert any("input of Linear is not a known tensor (pickle.load('data.pkl'): `" in u.text and "system(...)` is not read"
-               in u.text for u in report.unknowns), report.unknowns
+    # named where it is read, with what the file holds and what to supply
+    assert any(u.text.startswith("input of Linear is not a known tensor (`x = data['x']` at train.py:8 is not known "
+                                 "statically (pickle.load('data.pkl'): `") and "system(...)` is not read statically); supply "
+               "it with --set x=VALUE" in u.text for u in report.unknowns), report.unknowns
     assert not (tmp_path / "ran").exists()
     absent = estimate(tmp_path, "data = torch.load('absent.pt')\nx, y = data['x'], data['y']")
     assert not absent.complete
