@@ -12,7 +12,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, datafiles, hf_data, library_sources, reshape
+from torch_preflight.estimator import catalog, configs, datafiles, hf_data, library_sources, project_files, reshape
 from torch_preflight.estimator.builtins import after_in_mro, builtin
 from torch_preflight.estimator.construct import (
     checkpoint,
@@ -113,6 +113,8 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
 
 def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
+    if short in project_files.NUMPY_CALLS:
+        return project_files.numpy_call(short, args, kwargs)
     if short == "memmap" and args and isinstance(args[0], str):
         dtype = dtype_of(kwargs.get("dtype", args[1] if len(args) > 1 else "uint8")) or "uint8"
         path = configs.project_path(args[0], os.path.dirname(it.model.path))
@@ -147,6 +149,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
     if name in datafiles.READERS:  # np.load, np.fromfile, pickle.load of a file of the project
         return datafiles.read_call(name, args, kwargs, os.path.dirname(it.model.path))
+    if name in project_files.CALLS:  # os.listdir, pathlib.Path, PIL.Image.open
+        return project_files.call(name, args, kwargs, os.path.dirname(it.model.path))
     if name.startswith("numpy."):
         return numpy_call(it, short, args, kwargs)
     if name.startswith("einops."):
@@ -272,7 +276,7 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         factory = kwargs.get("default_factory")
         return Obj("field", {"default": it.call(factory, [], {}, node) if factory is not None else UNKNOWN})
     if name.startswith(("os.path.", "os.environ.")) or name == "os.getenv":
-        return configs.os_call(name, args, kwargs, os.path.dirname(it.model.path))
+        return configs.os_call(name, [project_files.fspath(a) for a in args], kwargs, os.path.dirname(it.model.path))
     if name in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
         return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
     if name in ("lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"):
@@ -308,8 +312,12 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
 def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if isinstance(obj, ParamValue):
         obj = it.param_tensor(obj)
+    if isinstance(obj, Tensor) and project_files.numpy_only(obj, name, args):  # a numpy array's own methods
+        return project_files.numpy_method(obj, name, args)
     if isinstance(obj, Tensor):
         return tensor_method(it, obj, name, args, kwargs, node)
+    if isinstance(obj, Obj) and obj.type in project_files.OBJ_TYPES:  # a path, an image
+        return project_files.method(obj, name, args, kwargs, os.path.dirname(it.model.path))
     if isinstance(obj, Module):
         return module_method(it, obj, name, args, kwargs, node)
     if isinstance(obj, Obj) and obj.type == "shape":
