@@ -96,8 +96,8 @@ class Statements:
                                                      self.argv)
                     if isinstance(fn.config, Unknown):
                         self.problem(f"{fn.config.reason} is not known", dec)
-                elif name == "classmethod" and isinstance(fn, Function):
-                    fn.classmethod = True
+                elif name in ("classmethod", "staticmethod") and isinstance(fn, Function):
+                    setattr(fn, name, True)
                 elif name in ("staticmethod", "functools.wraps"):
                     continue
             scope.vars[node.name] = fn

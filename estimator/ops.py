@@ -99,7 +99,8 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
         sample = it.call(BoundMethod(getitem, ds), [0], {}, node)
     finally:
         it.grad_enabled = saved
-    items = list(sample) if isinstance(sample, (tuple, list)) else [sample]
+    keys = tuple(sample) if isinstance(sample, dict) else ()
+    items = list(sample.values()) if isinstance(sample, dict) else list(sample) if isinstance(sample, (tuple, list)) else [sample]
     if not items or not all(isinstance(t, Tensor) and all(isinstance(d, int) for d in t.shape) for t in items):
         it.problem(f"the samples of {ds.type} are not known tensors", node)
         return None
@@ -108,7 +109,7 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
     del it.problems[before:]
     it.assume(f"{ds.type} samples: {', '.join('x'.join(map(str, t.shape)) or 'scalar' for t in items)}, as __getitem__(0) builds them",
               getattr(node, "lineno", 1) - 1)
-    return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items))
+    return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items), keys=keys)
 
 
 def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -192,10 +193,15 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
             bs = 1
         else:
             it.batch_sizes.append((bs, line))
+        if isinstance(ds, Obj) and ds.type == "Subset":  # a part of a dataset (random_split): its samples
+            ds = ds.attrs["dataset"]
         if isinstance(ds, Obj) and not isinstance(ds, Dataset):
             ds = user_dataset(it, ds, node) or ds
         guessed = "collate_fn" in kwargs or (isinstance(ds, Dataset) and ds.guessed) or it.guessing > 0
         return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
+    if name in ("torch.utils.data.random_split", "torch.utils.data.dataset.random_split") and len(args) > 1:
+        lengths = args[1] if isinstance(args[1], (list, tuple)) else None
+        return [Obj("Subset", {"dataset": args[0]}) for _ in lengths] if lengths is not None else UNKNOWN
     if name == "torch.utils.data.TensorDataset":
         sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
         # a tensor whose shape was guessed (torch.from_numpy of an array that is not known) gives a guessed sample

@@ -184,6 +184,7 @@ class Function:
     no_grad: bool = False  # decorated with @torch.no_grad() / @torch.inference_mode()
     config: Any = None  # decorated with @hydra.main(...): the config it is called with
     classmethod: bool = False  # decorated with @classmethod: bound to the class it is looked up on
+    staticmethod: bool = False  # decorated with @staticmethod: bound to nothing (`self.preprocess(...)` passes no self)
 
 
 @dataclass(eq=False)
@@ -251,6 +252,7 @@ class Dataset:
     name: str = ""
     guessed: bool = False  # the sample shape is a default, not known (unknown dataset, a transform it cannot read)
     unknown: str = ""  # why its sample shape is not known, when an estimate that reads a batch of it must say so
+    keys: tuple[Any, ...] = ()  # a sample that is a dict: its keys, in the order of `sample` (batches are dicts too)
 
 
 @dataclass(eq=False)
