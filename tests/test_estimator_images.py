@@ -150,3 +150,71 @@ def test_a_dataset_of_image_files_gives_its_samples_shape(tmp_path: Path) -> Non
         path.unlink()
     (empty,) = estimate_source(textwrap.dedent(DATASET), str(script), EstimateOptions(device="cpu"))
     assert not empty.complete
+
+
+# Pytorch-UNet's idioms: a dict sample, a @staticmethod preprocess called through self, random_split, Path folders
+UNET_LIKE = """\
+from os import listdir
+from os.path import isfile, join, splitext
+from pathlib import Path
+import numpy as np
+import torch
+import torch.nn as nn
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset, random_split
+
+
+class Basic(Dataset):
+    def __init__(self, images_dir, scale):
+        self.images_dir = Path(images_dir)
+        self.scale = scale
+        self.ids = [splitext(f)[0] for f in listdir(images_dir) if isfile(join(images_dir, f)) and not f.startswith('.')]
+
+    def __len__(self):
+        return len(self.ids)
+
+    @staticmethod
+    def preprocess(pil_img, scale, is_mask):
+        w, h = pil_img.size
+        pil_img = pil_img.resize((int(scale * w), int(scale * h)), resample=Image.NEAREST if is_mask else Image.BICUBIC)
+        img = np.asarray(pil_img)
+        if is_mask:
+            return np.zeros((int(scale * h), int(scale * w)), dtype=np.int64)
+        img = img[np.newaxis, ...] if img.ndim == 2 else img.transpose((2, 0, 1))
+        return img / 255.0
+
+    def __getitem__(self, idx):
+        img = Image.open(list(self.images_dir.glob(self.ids[idx] + '.*'))[0])
+        return {
+            'image': torch.as_tensor(self.preprocess(img, self.scale, is_mask=False).copy()).float().contiguous(),
+            'mask': torch.as_tensor(self.preprocess(img, self.scale, is_mask=True).copy()).long().contiguous(),
+        }
+
+
+dataset = Basic(Path('./data/imgs/'), 0.25)
+train_set, val_set = random_split(dataset, [3, 1], generator=torch.Generator().manual_seed(0))
+loader = DataLoader(train_set, shuffle=True, batch_size=2)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in loader:
+    images, masks = batch['image'], batch['mask']
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(images), masks).backward()
+    opt.step()
+"""
+
+
+def test_a_unet_style_dataset_of_dict_samples_through_random_split(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    image_mod = pytest.importorskip("PIL.Image")
+    folder = tmp_path / "data" / "imgs"
+    folder.mkdir(parents=True)
+    for i in range(4):
+        image_mod.fromarray(np.zeros((64, 96, 3), dtype=np.uint8)).save(folder / f"c{i}.png")
+    (folder / ".keep").write_text("")
+    script = tmp_path / "train.py"
+    script.write_text(UNET_LIKE)
+    (report,) = estimate_source(UNET_LIKE, str(script), EstimateOptions(device="cpu"))
+    assert report.complete, report.unknowns
+    assert any(a.text.startswith("Basic samples: 3x16x24, 16x24, as __getitem__(0)") for a in report.assumptions)
+    assert [layer.output_shape for layer in report.layers] == [(2, 8, 16, 24), (2, 8, 16, 24), (2, 2, 16, 24)]
