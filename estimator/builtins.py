@@ -78,6 +78,10 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             return len(v.children)
         if isinstance(v, Obj) and v.type == "shape":
             return len(v.attrs["dims"])
+        cls = v.attrs.get("__class__") if isinstance(v, Obj) else None
+        method = cls.lookup("__len__") if isinstance(cls, ClassValue) else None
+        if isinstance(method, Function):  # an instance of the script's class: its __len__ (a dataset's length)
+            return it.call_function(method, [v], {})
         try:
             return len(v)  # type: ignore[arg-type]
         except Exception:
@@ -120,6 +124,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
     if name in ("list", "tuple"):
         if not args:
             return [] if name == "list" else ()
+        if isinstance(args[0], Unknown):  # runs no code per item: an unknown list, a problem only where it is iterated
+            return args[0]
         items = it.iterate(args[0], node) if not isinstance(args[0], Obj) or args[0].type != "shape" else list(args[0].attrs["dims"])
         if items is None:
             return UNKNOWN

@@ -125,8 +125,8 @@ def setup(step: str, work: Path) -> None:
     elif kind == "images":  # FOLDER/imgs/*.jpg and FOLDER/masks/*_mask.gif: `args[1]` RGB images of W x H, binary masks
         generate(IMAGES.format(root=str(work / args[0]), n=int(args[1]), w=int(args[2]), h=int(args[3])), work)
     elif kind == "run":  # the repository's own data generator (it needs torch)
-        if not (work / ".setup-done").exists() and TORCH:
-            subprocess.run([TORCH, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
+        if not (work / ".setup-done").exists() and DATA:
+            subprocess.run([DATA, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
             (work / ".setup-done").write_text("")
     else:
         raise SystemExit(f"unknown setup step {step!r}")
@@ -156,11 +156,11 @@ for i in range({n}):
 
 
 def generate(code: str, work: Path) -> None:
-    """Run a data generator that needs numpy/PIL with the measuring interpreter (skipped with --estimate-only: the
-    estimate does not read these files)."""
+    """Run a data generator that needs numpy/PIL with the measuring interpreter (`--estimate-only` too: the estimate
+    reads the images' headers and the files torch.save wrote)."""
     done = work / f".generated-{zlib.crc32(code.encode())}"
-    if TORCH and not done.exists():
-        subprocess.run([TORCH, "-c", f"import sys; sys.path.append({str(SITE)!r})\n" + code], cwd=work, check=True, timeout=600)
+    if DATA and not done.exists():
+        subprocess.run([DATA, "-c", f"import sys; sys.path.append({str(SITE)!r})\n" + code], cwd=work, check=True, timeout=600)
         done.write_text("")
 
 
@@ -210,7 +210,7 @@ def estimate(case: dict, work: Path, supplied: bool = True) -> tuple[int | None,
 
 
 def main() -> int:
-    global TORCH
+    global TORCH, DATA
     parser = argparse.ArgumentParser()
     parser.add_argument("--torch", default=str(ROOT / ".venv" / "bin" / "python"))
     parser.add_argument("--only")
@@ -219,6 +219,7 @@ def main() -> int:
     parser.add_argument("--estimate-only", action="store_true", help="estimate every case; measure none (cached truth is shown)")
     args = parser.parse_args()
     TORCH = "" if args.estimate_only else args.torch
+    DATA = args.torch
     manifest = json.loads(MANIFEST.read_text())
     OUT.mkdir(parents=True, exist_ok=True)
     cache_path = OUT / "measured.json"
@@ -279,7 +280,8 @@ def summary(rows: list[tuple], label: str) -> None:
               f"complete and more than 10% low: {len(low)} {low if low else ''}")
 
 
-TORCH = sys.executable
+TORCH = sys.executable  # the measuring interpreter ("" with --estimate-only)
+DATA = sys.executable  # the interpreter that writes the cases' data (numpy, PIL, torch)
 
 if __name__ == "__main__":
     sys.exit(main())
