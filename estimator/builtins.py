@@ -65,6 +65,14 @@ def derives(cls: Any, kind: Any) -> bool:
     return cls is kind or (isinstance(cls, ClassValue) and any(derives(b, kind) for b in cls.bases))
 
 
+def is_dataset(cls: Any) -> bool:
+    """Whether a class of the script derives from torch's Dataset. Its length counts samples (a split, the steps of an
+    epoch), never a layer's size, unlike a vocabulary's `len`, which may hold what an unread loop did not add."""
+    return isinstance(cls, ClassValue) and any(
+        (isinstance(b, Qualified) and b.name.startswith("torch.utils.data.") and b.name.endswith("Dataset")) or is_dataset(b)
+        for b in cls.bases)
+
+
 def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if name == "range":
         if all(isinstance(a, int) for a in args):
@@ -79,8 +87,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
         if isinstance(v, Obj) and v.type == "shape":
             return len(v.attrs["dims"])
         cls = v.attrs.get("__class__") if isinstance(v, Obj) else None
-        method = cls.lookup("__len__") if isinstance(cls, ClassValue) else None
-        if isinstance(method, Function):  # an instance of the script's class: its __len__ (a dataset's length)
+        method = cls.lookup("__len__") if isinstance(cls, ClassValue) and is_dataset(cls) else None
+        if isinstance(method, Function):  # a dataset of the script's: its __len__ (a count of samples, not of a size)
             return it.call_function(method, [v], {})
         try:
             return len(v)  # type: ignore[arg-type]

@@ -152,7 +152,8 @@ def test_a_dataset_of_image_files_gives_its_samples_shape(tmp_path: Path) -> Non
     assert not empty.complete
 
 
-# Pytorch-UNet's idioms: a dict sample, a @staticmethod preprocess called through self, random_split, Path folders
+# Pytorch-UNet's idioms: a dict sample, a @staticmethod preprocess called through self, random_split, Path folders,
+# the dataset's len() (its __len__)
 UNET_LIKE = """\
 from os import listdir
 from os.path import isfile, join, splitext
@@ -192,8 +193,9 @@ class Basic(Dataset):
 
 
 dataset = Basic(Path('./data/imgs/'), 0.25)
-train_set, val_set = random_split(dataset, [3, 1], generator=torch.Generator().manual_seed(0))
-loader = DataLoader(train_set, shuffle=True, batch_size=2)
+n_val = int(len(dataset) * 0.25)
+train_set, val_set = random_split(dataset, [len(dataset) - n_val, n_val], generator=torch.Generator().manual_seed(0))
+loader = DataLoader(train_set, shuffle=True, batch_size=len(dataset) // 2)
 model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for batch in loader:
