@@ -55,11 +55,7 @@ def test_a_jpeg_frame_header_after_large_segments_and_progressive(tmp_path: Path
 
 
 def test_folders_paths_and_images_of_the_project(tmp_path: Path) -> None:
-    np = pytest.importorskip("numpy")
-    image_mod = pytest.importorskip("PIL.Image")
-    (tmp_path / "imgs").mkdir()
-    for name in ("b.png", "a.png", "c_mask.gif"):
-        image_mod.fromarray(np.zeros((8, 12, 3), dtype=np.uint8)).save(tmp_path / "imgs" / name)
+    write_images(tmp_path / "imgs", {name: (8, 12, 3) for name in ("b.png", "a.png", "c_mask.gif")})
     base = str(tmp_path)
     assert project_files.call("os.listdir", ["imgs"], {}, base) == ["a.png", "b.png", "c_mask.gif"]
     folder = project_files.call("pathlib.Path", ["imgs/"], {}, base)
@@ -131,14 +127,18 @@ for x, y in loader:
 """
 
 
-def test_a_dataset_of_image_files_gives_its_samples_shape(tmp_path: Path) -> None:
+def write_images(folder: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Black images of these shapes (H, W[, 3]) under these names, written by the dev venv's PIL."""
     np = pytest.importorskip("numpy")
     image_mod = pytest.importorskip("PIL.Image")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, shape in shapes.items():
+        image_mod.fromarray(np.zeros(shape, dtype=np.uint8)).save(folder / name)
+
+
+def test_a_dataset_of_image_files_gives_its_samples_shape(tmp_path: Path) -> None:
     folder = tmp_path / "data" / "imgs"
-    folder.mkdir(parents=True)
-    for i in range(3):
-        image_mod.fromarray(np.zeros((96, 128, 3), dtype=np.uint8)).save(folder / f"c{i}.jpg")
-        image_mod.fromarray(np.zeros((96, 128), dtype=np.uint8)).save(folder / f"c{i}_mask.gif")
+    write_images(folder, {n: s for i in range(3) for n, s in ((f"c{i}.jpg", (96, 128, 3)), (f"c{i}_mask.gif", (96, 128)))})
     script = tmp_path / "train.py"
     script.write_text(DATASET)
     (report,) = estimate_source(textwrap.dedent(DATASET), str(script), EstimateOptions(device="cpu"))
@@ -207,12 +207,8 @@ for batch in loader:
 
 
 def test_a_unet_style_dataset_of_dict_samples_through_random_split(tmp_path: Path) -> None:
-    np = pytest.importorskip("numpy")
-    image_mod = pytest.importorskip("PIL.Image")
     folder = tmp_path / "data" / "imgs"
-    folder.mkdir(parents=True)
-    for i in range(4):
-        image_mod.fromarray(np.zeros((64, 96, 3), dtype=np.uint8)).save(folder / f"c{i}.png")
+    write_images(folder, {f"c{i}.png": (64, 96, 3) for i in range(4)})
     (folder / ".keep").write_text("")
     script = tmp_path / "train.py"
     script.write_text(UNET_LIKE)
