@@ -98,7 +98,7 @@ class Statements:
                         self.problem(f"{fn.config.reason} is not known", dec)
                 elif name in ("classmethod", "staticmethod") and isinstance(fn, Function):
                     setattr(fn, name, True)
-                elif name in ("staticmethod", "functools.wraps"):
+                elif name == "functools.wraps":
                     continue
             scope.vars[node.name] = fn
         elif isinstance(node, ast.ClassDef):

@@ -113,7 +113,8 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
 
 
 def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
+    """numpy's array constructors (`project_files.numpy_call`), and np.memmap of a file of the project: a 1-D array as
+    long as the file holds items (nanoGPT's token files)."""
     if short in project_files.NUMPY_CALLS:
         return project_files.numpy_call(short, args, kwargs)
     if short == "memmap" and args and isinstance(args[0], str):

@@ -50,9 +50,10 @@ def call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -> A
     path = args[0] if args else kwargs.get("fp", kwargs.get("path", "." if name == "os.listdir" else None))
     if isinstance(path, Obj) and path.type == "file":
         path = path.attrs.get("path")
-    what = f"{name.rsplit('.', 1)[-1] if name != 'os.listdir' else 'listdir'}({path!r})"
+    short = name.rsplit(".", 1)[-1]
+    what = f"{short}({path!r})"
     if not isinstance(path, str):
-        return Unread(f"{name.rsplit('.', 1)[-1]} of a path computed at run time")
+        return Unread(f"{short} of a path computed at run time")
     full = project_path(path, base_dir)
     if name == "os.listdir":
         return listing(full, what)
