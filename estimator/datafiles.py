@@ -43,16 +43,29 @@ STRUCT_CODES = {"float64": "d", "float32": "f", "float16": "e", "int64": "q", "i
 MAX_DEPTH = 64  # nesting read into values (a pickle may hold a list that holds itself)
 
 
-def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -> Any:
-    """What `name(*args, **kwargs)` (one of READERS, or torch.load) returns for a file of the project; Unknown (saying why) for a
-    file that is not there or not readable. The reason starts with the call (`torch.load('x.pt'): ...`)."""
+def load(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -> tuple[Any, str | None]:
+    """What a data file of the project holds (`read_call`), and the assumption that it was read as it is now."""
+    value = read_call(name, args, kwargs, base_dir)
+    if isinstance(value, Unknown):
+        return value, None
+    return value, f"{call_path(name, args, kwargs)[1]} read from the file as it is now: {describe(value)}"
+
+
+def call_path(name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, str]:
+    """The path a reader's call names (a string, or a file the script opened), and the call as the report writes it."""
     target = args[0] if args else kwargs.get("file", kwargs.get("f"))
     path = target.attrs.get("path") if isinstance(target, Obj) and target.type == "file" else target
     short = name.split(".")[0] + "." + name.rsplit(".", 1)[-1]
+    return path, f"{short}({path!r})" if isinstance(path, str) else f"{short} of a file read at run time"
+
+
+def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str) -> Any:
+    """What `name(*args, **kwargs)` (one of READERS, or torch.load) returns for a file of the project; Unknown (saying why) for a
+    file that is not there or not readable. The reason starts with the call (`torch.load('x.pt'): ...`)."""
+    path, what = call_path(name, args, kwargs)
     if not isinstance(path, str):
-        return Unread(f"{short} of a file read at run time")
+        return Unread(what)
     full = project_path(path, base_dir)
-    what = f"{short}({path!r})"
     if not os.path.isfile(full):
         return Unread(f"{what}: a file read at run time")
     try:
@@ -67,6 +80,17 @@ def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str)
             return Reader(what).value(pickled.load(f))
     except (OSError, pickled.PickleError, zipfile.BadZipFile, ValueError, SyntaxError) as e:
         return Unread(f"{what}: {e}")
+
+
+def describe(value: Any) -> str:
+    """What a file held, in a few words, for the assumption that the estimate read it (`a 100x1000 float64 array`)."""
+    if isinstance(value, Tensor):
+        return f"a {'x'.join(map(str, value.shape)) or 'scalar'} {value.dtype} {'array' if value.host else 'tensor'}"
+    if isinstance(value, (dict, list, tuple)):
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        arrays = sum(isinstance(v, Tensor) for v in items)
+        return f"a {type(value).__name__} of {len(items)} items{f' ({arrays} arrays or tensors)' if arrays else ''}"
+    return f"a {type(value).__name__}"
 
 
 def torch_file(f: IO[bytes], what: str) -> Any:

@@ -125,6 +125,13 @@ def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, A
     return Unknown(f"call `numpy.{short}`")
 
 
+def data_file(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], line: int) -> Any:
+    value, assumption = datafiles.load(name, args, kwargs, os.path.dirname(it.model.path))
+    if assumption:
+        it.assume(assumption, line)
+    return value
+
+
 DEFAULT_FACTORIES: dict[str, Any] = {"list": list, "dict": dict, "set": set, "int": int, "float": float, "str": str}
 
 
@@ -150,7 +157,7 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
         return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
     if name in datafiles.READERS:  # np.load, np.fromfile, pickle.load of a file of the project
-        return datafiles.read_call(name, args, kwargs, os.path.dirname(it.model.path))
+        return data_file(it, name, args, kwargs, line)
     if name in project_files.CALLS:  # os.listdir, pathlib.Path, PIL.Image.open
         return project_files.call(name, args, kwargs, os.path.dirname(it.model.path))
     if name.startswith("numpy."):
@@ -270,8 +277,7 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return args[0]
     if name in ("torch.save", "torch.load"):  # a file the script itself saved loads back as what it saved
         out = configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
-        # else a data file of the project, read statically
-        return datafiles.read_call(name, args, kwargs, os.path.dirname(it.model.path)) if isinstance(out, Unknown) else out
+        return data_file(it, name, args, kwargs, line) if isinstance(out, Unknown) else out  # else a file of the project
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
         out = torch_function(it, short, name, args, kwargs, node)
         if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:

@@ -101,6 +101,11 @@ def test_torch_zip_format_state_dict_shared_storage_and_views(tmp_path: Path) ->
     assert value["n"] == 7
     torch.save(base, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     assert shape(read("torch.load", tmp_path / "legacy.pt")) == ((4, 5), "float64", False)
+    marker = tmp_path / "ran"
+    torch.save({"x": base, "evil": Hostile(marker)}, tmp_path / "evil.pt")  # data.pkl REDUCEs os.system
+    evil = read("torch.load", tmp_path / "evil.pt")
+    assert shape(evil["x"]) == ((4, 5), "float64", False) and isinstance(evil["evil"], Unknown)
+    assert not marker.exists()
 
 
 def test_numpy_arrays_pickled_saved_and_raw(tmp_path: Path) -> None:
@@ -161,6 +166,9 @@ def test_a_script_that_loads_its_training_data_is_estimated_completely(tmp_path:
     assert [layer.output_shape for layer in loaded.layers if layer.type == "Linear"] == [(512, 64), (512, 5)]
     built = estimate(tmp_path, "x, y = torch.zeros(512, 20), torch.zeros(512, dtype=torch.long)")
     assert loaded.peak_bytes == built.peak_bytes
+    # the estimate says it rests on the file as it is now
+    assert ("torch.load('traindata.pt') read from the file as it is now: a dict of 2 items (2 arrays or tensors) from "
+            "train.py:6", 5) in [(a.text, a.line) for a in loaded.assumptions], loaded.assumptions
     # a vocabulary size the script pickles beside its arrays (numpy's, in numpy's memory)
     np = pytest.importorskip("numpy")
     with open(tmp_path / "meta.pkl", "wb") as f:
