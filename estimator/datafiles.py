@@ -40,6 +40,7 @@ RECONSTRUCT = ("numpy.core.multiarray._reconstruct", "numpy._core.multiarray._re
 SCALAR = ("numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar")
 STRUCT_CODES = {"float64": "d", "float32": "f", "float16": "e", "int64": "q", "int32": "i", "int16": "h", "int8": "b",
                 "uint8": "B", "uint16": "H", "bool": "?"}
+MAX_HEADER = 1 << 20  # a .npy header longer than this is not read (numpy's own are a few hundred bytes)
 MAX_DEPTH = 64  # nesting read into values (a pickle may hold a list that holds itself)
 
 
@@ -78,7 +79,7 @@ def read_call(name: str, args: list[Any], kwargs: dict[str, Any], base_dir: str)
             if name == "numpy.load":
                 return numpy_file(f, what, bool(kwargs.get("allow_pickle", False)))
             return Reader(what).value(pickled.load(f))
-    except (OSError, pickled.PickleError, zipfile.BadZipFile, ValueError, SyntaxError) as e:
+    except (OSError, EOFError, pickled.PickleError, zipfile.BadZipFile, ValueError, SyntaxError, struct.error) as e:
         return Unread(f"{what}: {e}")
 
 
@@ -135,6 +136,8 @@ def npy_header(f: IO[bytes], what: str) -> Any:
     if len(magic) != 8 or magic[:6] != b"\x93NUMPY" or magic[6] not in (1, 2, 3):
         return Unread(f"{what}: not a .npy file")
     size = struct.unpack("<H" if magic[6] == 1 else "<I", f.read(2 if magic[6] == 1 else 4))[0]
+    if size > MAX_HEADER:
+        return Unread(f"{what}: a .npy header of {size:,} bytes")
     header = ast.literal_eval(f.read(size).decode("latin-1" if magic[6] < 3 else "utf-8"))
     if not isinstance(header, dict) or not isinstance(header.get("shape"), tuple):
         return Unread(f"{what}: a .npy header without a shape")

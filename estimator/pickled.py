@@ -19,6 +19,7 @@ from typing import IO, Any
 SKIP_OVER = 4096  # longer payloads are not read
 CODE2OP = {op.code.encode("latin-1"): op for op in pickletools.opcodes}
 # the opcodes with a length-prefixed payload: the length's struct format
+PLAIN: dict[str, Any] = {"set": set, "frozenset": frozenset, "bytearray": bytes, "list": list, "tuple": tuple}
 PAYLOADS = {"BINSTRING": "<i", "BINBYTES": "<I", "BINUNICODE": "<I", "BINBYTES8": "<Q", "BINUNICODE8": "<Q", "BYTEARRAY8": "<Q"}
 
 
@@ -87,6 +88,9 @@ def _call(func: Any, args: Any, kwargs: Any = None) -> Any:
         return {}  # a state_dict: its items follow with SETITEMS
     if name == "_codecs.encode" and len(args) == 2 and isinstance(args[0], str) and args[1] == "latin1":
         return args[0].encode("latin-1")  # how protocol 2 spells bytes
+    plain = PLAIN.get(name.split(".", 1)[1]) if name.split(".", 1)[0] in ("builtins", "__builtin__") else None
+    if plain is not None and len(args) <= 1 and not kwargs and all(isinstance(a, (list, tuple, bytes)) for a in args):
+        return plain(*args)  # how protocols before 4 spell a set, a frozenset, a bytearray
     return Call(name, args, dict(kwargs) if isinstance(kwargs, dict) else {})
 
 
@@ -199,7 +203,8 @@ def load(f: IO[bytes]) -> Any:
                 stack.append(arg)  # a number or a string
             else:
                 raise PickleError(f"the opcode {name} is not read")
-    except (IndexError, KeyError, TypeError) as e:  # an empty stack, a missing memo entry, an unhashable key
+    except (IndexError, KeyError, TypeError, OverflowError) as e:  # an empty stack, a missing memo entry, an unhashable
+        # key, a length past any file
         raise PickleError(f"a malformed pickle ({type(e).__name__})") from e
     except (ValueError, UnicodeDecodeError) as e:
         if isinstance(e, PickleError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import random
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -51,17 +52,41 @@ def test_a_hostile_pickle_is_recorded_never_run(tmp_path: Path) -> None:
 
 
 def test_malformed_and_foreign_files_are_unknown_with_the_reason(tmp_path: Path) -> None:
-    good = pickle.dumps({"a": [1, 2.5, "s", None, True, (1, 2)]}, protocol=4)
-    assert pickled.load(io.BytesIO(good)) == {"a": [1, 2.5, "s", None, True, (1, 2)]}
-    (tmp_path / "cut.pkl").write_bytes(good[:-5])
+    data = {"a": [1, 2.5, "s", None, True, (1, 2), 2**70, -3, b"xy"], "b": {1: frozenset({2})}, (1, "k"): {"z"}}
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert pickled.load(io.BytesIO(pickle.dumps(data, protocol=protocol))) == data, protocol
+    good = pickle.dumps(data, protocol=4)
+    (tmp_path / "cut.pkl").write_bytes(good[:-1])  # no STOP
     (tmp_path / "text.pt").write_text("not a pickle at all")
     cut = read("pickle.load", tmp_path / "cut.pkl")
-    assert isinstance(cut, Unknown) and cut.reason.startswith("pickle.load(") and "ends" in cut.reason
+    assert isinstance(cut, Unknown) and cut.reason.startswith("pickle.load(") and "ends before its STOP" in cut.reason
+    for end in range(1, len(good) - 1):  # cut anywhere: a clear error, never an exception
+        with pytest.raises(pickled.PickleError):
+            pickled.load(io.BytesIO(good[:end]))
     foreign = read("torch.load", tmp_path / "text.pt")
     assert isinstance(foreign, Unknown) and foreign.reason.startswith("torch.load(")
+    (tmp_path / "short.npy").write_bytes(b"\x93NUMPY\x01\x00\x10")  # cut inside the header's length
+    (tmp_path / "huge.npy").write_bytes(b"\x93NUMPY\x02\x00" + (1 << 30).to_bytes(4, "little"))
+    for name in ("short.npy", "huge.npy"):
+        broken = read("numpy.load", tmp_path / name)
+        assert isinstance(broken, Unknown) and broken.reason.startswith("numpy.load("), broken
     missing = read("torch.load", tmp_path / "absent.pt")
     assert isinstance(missing, Unknown) and "a file read at run time" in missing.reason
     assert isinstance(datafiles.read_call("torch.load", [Unknown()], {}, str(tmp_path)), Unknown)
+
+
+def test_a_corrupted_pickle_is_a_clear_error_never_another_exception() -> None:
+    rng = random.Random(0)
+    base = pickle.dumps({"a": [1, 2.5, "s", None, (1, 2)], "b": {1: frozenset({2})}}, protocol=2)
+    base += pickle.dumps([b"x" * 10, 2**80, {"k": "v"}], protocol=5)[2:]  # more opcodes (FRAME, BINBYTES8-sized lengths)
+    for _ in range(3000):
+        data = bytearray(base)
+        for _ in range(rng.randrange(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            pickled.load(io.BytesIO(bytes(data)))
+        except pickled.PickleError:
+            pass
 
 
 class Counting(io.BytesIO):
