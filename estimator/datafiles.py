@@ -102,14 +102,27 @@ def torch_file(f: IO[bytes], what: str) -> Any:
             pkl = [n for n in z.namelist() if n.endswith("data.pkl") and n.count("/") == 1]
             if len(pkl) != 1:
                 return Unread(f"{what}: a zip file without torch's data.pkl")
-            with z.open(pkl[0]) as member:
-                return Reader(what).value(pickled.load(member))
+            return Reader(what).value(pickled.load(member(f, z, pkl[0])))
     f.seek(0)
     if pickled.load(f) != TORCH_MAGIC:
         return Unread(f"{what}: not a file torch.save wrote")
     pickled.load(f)  # the protocol version
     pickled.load(f)  # the system's sizes
     return Reader(what).value(pickled.load(f))
+
+
+def member(f: IO[bytes], z: zipfile.ZipFile, name: str) -> IO[bytes]:
+    """A member of the zip file f to read: for a stored one (torch.save stores them), f itself at the member's data, so
+    reads and seeks are the file's (zipfile's stream would read through what is seeked over); else zipfile's stream."""
+    info = z.getinfo(name)
+    if info.compress_type != zipfile.ZIP_STORED:
+        return z.open(info)
+    f.seek(info.header_offset)
+    local = f.read(30)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"no local header for {name}")
+    f.seek(info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30])))
+    return f
 
 
 def numpy_file(f: IO[bytes], what: str, allow_pickle: bool) -> Any:
