@@ -135,8 +135,8 @@ def numpy_file(f: IO[bytes], what: str, allow_pickle: bool) -> Any:
         with zipfile.ZipFile(f) as z:
             out: dict[str, Any] = {}
             for n in z.namelist():
-                with z.open(n) as member:
-                    out[n.removesuffix(".npy")] = npy_header(member, f"{what}[{n!r}]")
+                with z.open(n) as stream:  # a header is at the start of a compressed member too (savez_compressed)
+                    out[n.removesuffix(".npy")] = npy_header(stream, f"{what}[{n!r}]")
             return out
     if allow_pickle:
         return Reader(what).value(pickled.load(f))
