@@ -95,6 +95,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
             me = None
         owner = args[0] if args and isinstance(args[0], ClassValue) else it.scope.vars.get("__class__")  # super(Cls, self)
         return Obj("super", {"self": me, "class": owner})
+    if name in ("str", "os.fspath") and args and isinstance(args[0], Obj) and args[0].type == "path":
+        return args[0].attrs["path"]  # a pathlib.Path's text
     if name in ("int", "float", "bool", "str", "abs", "round"):
         if args and not is_unknown(args[0]) and not isinstance(args[0], (Tensor, Obj)):
             try:
@@ -124,6 +126,8 @@ def builtin(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any],
     if name in ("list", "tuple"):
         if not args:
             return [] if name == "list" else ()
+        if isinstance(args[0], Unknown):  # runs no code per item: an unknown list, a problem only where it is iterated
+            return args[0]
         items = it.iterate(args[0], node) if not isinstance(args[0], Obj) or args[0].type != "shape" else list(args[0].attrs["dims"])
         if items is None:
             return UNKNOWN

@@ -263,7 +263,7 @@ class Expressions:
         class attribute itself; None when the class does not define it."""
         found = cls.lookup(name)
         if isinstance(found, Function):
-            return BoundMethod(found, cls if found.classmethod else instance)
+            return found if found.staticmethod else BoundMethod(found, cls if found.classmethod else instance)
         if isinstance(found, Obj) and found.type == "property":
             return self.call_function(found.attrs["fget"], [instance], {})
         return found

@@ -27,6 +27,7 @@ from torch_preflight.estimator.values import (
     Qualified,
     Tensor,
     Unknown,
+    Unread,
     is_unknown,
 )
 
@@ -96,9 +97,9 @@ class Statements:
                                                      self.argv)
                     if isinstance(fn.config, Unknown):
                         self.problem(f"{fn.config.reason} is not known", dec)
-                elif name == "classmethod" and isinstance(fn, Function):
-                    fn.classmethod = True
-                elif name in ("staticmethod", "functools.wraps"):
+                elif name in ("classmethod", "staticmethod") and isinstance(fn, Function):
+                    setattr(fn, name, True)
+                elif name == "functools.wraps":
                     continue
             scope.vars[node.name] = fn
         elif isinstance(node, ast.ClassDef):
@@ -228,13 +229,14 @@ class Statements:
 
     def named_unknown(self: Interpreter, node: ast.Assign | ast.AnnAssign, targets: list[ast.expr], value: Any) -> Any:
         """The value an assignment binds, `value` its right side's: one made at run time is named where it is made."""
-        if (isinstance(value, Unknown) and (not value.reason or value.reason.startswith("torch.load")) and self.in_script
+        if (isinstance(value, Unknown) and (not value.reason or isinstance(value, Unread)) and self.in_script
                 and len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None):
-            # a value made at run time (a pickle the script loads) is named where it is made, as unknown values are
-            # name the value where it is made, so a layer that gets it says what to supply
+            # a value made at run time (a pickle the script loads) is named where it is made, so a layer that gets it
+            # says what to supply
             where = f"{os.path.basename(self.cur_path)}:{node.lineno}"
-            value = Unknown(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically; "
-                            f"supply it with --set {targets[0].id}=VALUE")
+            why = f" ({value.reason})" if value.reason and not value.reason.endswith("a file read at run time") else ""
+            value = Unread(f"`{targets[0].id} = {ast.unparse(node.value)[:40]}` at {where} is not known statically{why}; "
+                           f"supply it with --set {targets[0].id}=VALUE")
         return value
 
     def assign(self: Interpreter, target: ast.expr, value: Any, scope: Scope, node: ast.AST) -> None:

@@ -57,6 +57,8 @@ class TensorSemantics:
             self.problem(loader.dataset.unknown, node)
         guessed = loader.guessed or loader.dataset.guessed or self.guessing > 0
         items = tuple(Tensor((b, *shape), dtype, external=True, guessed=guessed) for shape, dtype in loader.dataset.sample)
+        if loader.dataset.keys:  # the default collate keeps a dict sample's keys
+            return dict(zip(loader.dataset.keys, items, strict=True))
         return items if len(items) != 1 else items[0]
 
     def record(self: Interpreter, out: Tensor, inputs: list[Any], saved: list[Tensor], params: Module | None = None,

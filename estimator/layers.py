@@ -24,6 +24,7 @@ from torch_preflight.estimator.values import (
     Module,
     ParamValue,
     Tensor,
+    Unread,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ def catalog_forward(it: Interpreter, mod: Module, args: list[Any], kwargs: dict[
     if isinstance(x, ParamValue):
         x = it.param_tensor(x)
     if not isinstance(x, Tensor):
-        it.problem(f"input of {kind}{f' `{mod.name}`' if mod.name else ''} is not a known tensor", node)
+        why = f" ({x.reason})" if isinstance(x, Unread) else ""
+        it.problem(f"input of {kind}{f' `{mod.name}`' if mod.name else ''} is not a known tensor{why}", node)
         return UNKNOWN
     a = mod.args
     if a.get("incomplete") and (it.checker is not None or kind != "Sequential"):

@@ -12,7 +12,7 @@ import math
 import os.path
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.estimator import catalog, configs, hf_data, library_sources, reshape
+from torch_preflight.estimator import catalog, configs, datafiles, hf_data, library_sources, project_files, reshape
 from torch_preflight.estimator.builtins import after_in_mro, builtin
 from torch_preflight.estimator.construct import (
     checkpoint,
@@ -99,7 +99,8 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
         sample = it.call(BoundMethod(getitem, ds), [0], {}, node)
     finally:
         it.grad_enabled = saved
-    items = list(sample) if isinstance(sample, (tuple, list)) else [sample]
+    keys = tuple(sample) if isinstance(sample, dict) else ()
+    items = list(sample.values()) if isinstance(sample, dict) else list(sample) if isinstance(sample, (tuple, list)) else [sample]
     if not items or not all(isinstance(t, Tensor) and all(isinstance(d, int) for d in t.shape) for t in items):
         it.problem(f"the samples of {ds.type} are not known tensors", node)
         return None
@@ -108,17 +109,27 @@ def user_dataset(it: Interpreter, ds: Obj, node: ast.AST | None) -> Dataset | No
     del it.problems[before:]
     it.assume(f"{ds.type} samples: {', '.join('x'.join(map(str, t.shape)) or 'scalar' for t in items)}, as __getitem__(0) builds them",
               getattr(node, "lineno", 1) - 1)
-    return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items))
+    return Dataset(tuple((t.shape, t.dtype) for t in items), ds.type, guessed=any(t.guessed for t in items), keys=keys)
 
 
 def numpy_call(it: Interpreter, short: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """np.memmap of a file of the project: a 1-D array as long as the file holds items (nanoGPT's token files)."""
+    """numpy's array constructors (`project_files.numpy_call`), and np.memmap of a file of the project: a 1-D array as
+    long as the file holds items (nanoGPT's token files)."""
+    if short in project_files.NUMPY_CALLS:
+        return project_files.numpy_call(short, args, kwargs)
     if short == "memmap" and args and isinstance(args[0], str):
         dtype = dtype_of(kwargs.get("dtype", args[1] if len(args) > 1 else "uint8")) or "uint8"
         path = configs.project_path(args[0], os.path.dirname(it.model.path))
         if kwargs.get("mode", "r+") == "r" and os.path.isfile(path):
             return Tensor((os.path.getsize(path) // ITEMSIZE.get(dtype, 1),), dtype, external=True, host=True)
     return Unknown(f"call `numpy.{short}`")
+
+
+def data_file(it: Interpreter, name: str, args: list[Any], kwargs: dict[str, Any], line: int) -> Any:
+    value, assumption = datafiles.load(name, args, kwargs, os.path.dirname(it.model.path))
+    if assumption:
+        it.assume(assumption, line)
+    return value
 
 
 DEFAULT_FACTORIES: dict[str, Any] = {"list": list, "dict": dict, "set": set, "int": int, "float": float, "str": str}
@@ -145,6 +156,10 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         return library_sources.timm_create_model(it, args, kwargs, node, line, col)
     if name == "functools.partial" and args:  # `norm_layer = partial(nn.LayerNorm, eps=1e-6)`: called later with the rest
         return Obj("partial", {"func": args[0], "args": list(args[1:]), "kwargs": dict(kwargs)})
+    if name in datafiles.READERS:  # np.load, np.fromfile, pickle.load of a file of the project
+        return data_file(it, name, args, kwargs, line)
+    if name in project_files.CALLS:  # os.listdir, pathlib.Path, PIL.Image.open
+        return project_files.call(name, args, kwargs, os.path.dirname(it.model.path))
     if name.startswith("numpy."):
         return numpy_call(it, short, args, kwargs)
     if name.startswith("einops."):
@@ -186,10 +201,15 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
             bs = 1
         else:
             it.batch_sizes.append((bs, line))
+        if isinstance(ds, Obj) and ds.type == "Subset":  # a part of a dataset (random_split): its samples
+            ds = ds.attrs["dataset"]
         if isinstance(ds, Obj) and not isinstance(ds, Dataset):
             ds = user_dataset(it, ds, node) or ds
         guessed = "collate_fn" in kwargs or (isinstance(ds, Dataset) and ds.guessed) or it.guessing > 0
         return Loader(ds if isinstance(ds, Dataset) else None, bs, line, guessed=guessed, file=it.cur_path, batch_known=known)
+    if name in ("torch.utils.data.random_split", "torch.utils.data.dataset.random_split") and len(args) > 1:
+        lengths = args[1] if isinstance(args[1], (list, tuple)) else None
+        return [Obj("Subset", {"dataset": args[0]}) for _ in lengths] if lengths is not None else UNKNOWN
     if name == "torch.utils.data.TensorDataset":
         sample = tuple((t.shape[1:], t.dtype) for t in args if isinstance(t, Tensor))
         # a tensor whose shape was guessed (torch.from_numpy of an array that is not known) gives a guessed sample
@@ -256,7 +276,8 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         configs.add_argument(args[0], ["--deepspeed_config"], {"default": None})
         return args[0]
     if name in ("torch.save", "torch.load"):  # a file the script itself saved loads back as what it saved
-        return configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
+        out = configs.saved_file(it.saved_files, name == "torch.save", args, kwargs)
+        return data_file(it, name, args, kwargs, line) if isinstance(out, Unknown) else out  # else a file of the project
     if name.startswith("torch.nn.functional.") or name.startswith("torch.") or name.startswith("F."):
         out = torch_function(it, short, name, args, kwargs, node)
         if isinstance(out, Tensor) and out.external and not out.host and it.recorder is None and it.forward_depth == 0:
@@ -268,7 +289,7 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
         factory = kwargs.get("default_factory")
         return Obj("field", {"default": it.call(factory, [], {}, node) if factory is not None else UNKNOWN})
     if name.startswith(("os.path.", "os.environ.")) or name == "os.getenv":
-        return configs.os_call(name, args, kwargs, os.path.dirname(it.model.path))
+        return configs.os_call(name, [project_files.fspath(a) for a in args], kwargs, os.path.dirname(it.model.path))
     if name in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
         return args[0] if args else UNKNOWN  # the wrapper holds the model's parameters (its buckets are not modelled)
     if name in ("lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"):
@@ -304,8 +325,12 @@ def call_qualified(it: Interpreter, name: str, args: list[Any], kwargs: dict[str
 def call_method(it: Interpreter, obj: Any, name: str, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
     if isinstance(obj, ParamValue):
         obj = it.param_tensor(obj)
+    if isinstance(obj, Tensor) and project_files.numpy_only(obj, name, args):  # a numpy array's own methods
+        return project_files.numpy_method(obj, name, args)
     if isinstance(obj, Tensor):
         return tensor_method(it, obj, name, args, kwargs, node)
+    if isinstance(obj, Obj) and obj.type in project_files.OBJ_TYPES:  # a path, an image
+        return project_files.method(obj, name, args, kwargs, os.path.dirname(it.model.path))
     if isinstance(obj, Module):
         return module_method(it, obj, name, args, kwargs, node)
     if isinstance(obj, Obj) and obj.type == "shape":

@@ -23,7 +23,7 @@ LIBRARIES = {
     "torch", "torchvision", "torchaudio", "torchtext", "numpy", "math", "os", "sys", "random", "dataclasses", "typing",
     "collections", "functools", "itertools", "argparse", "json", "time", "pathlib", "re", "copy", "logging", "warnings",
     "transformers", "lightning", "pytorch_lightning", "timm", "einops", "tqdm", "wandb", "bitsandbytes", "accelerate",
-    "deepspeed", "datasets", "PIL", "scipy", "sklearn", "pandas", "hydra", "omegaconf", "yaml", "tensorboard",
+    "deepspeed", "datasets", "PIL", "scipy", "sklearn", "pandas", "hydra", "omegaconf", "yaml", "tensorboard", "pickle",
 }
 
 

@@ -32,6 +32,13 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
+class Unread(Unknown):
+    """A value of the user's data the estimate could not read, named where it is made (`data = torch.load(...)` at
+    train.py:47; what a data file holds that is not data): its reason is said where it is used (a layer's input)."""
+
+    __slots__ = ()
+
+
 def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 
@@ -177,6 +184,7 @@ class Function:
     no_grad: bool = False  # decorated with @torch.no_grad() / @torch.inference_mode()
     config: Any = None  # decorated with @hydra.main(...): the config it is called with
     classmethod: bool = False  # decorated with @classmethod: bound to the class it is looked up on
+    staticmethod: bool = False  # decorated with @staticmethod: bound to nothing (`self.preprocess(...)` passes no self)
 
 
 @dataclass(eq=False)
@@ -244,6 +252,7 @@ class Dataset:
     name: str = ""
     guessed: bool = False  # the sample shape is a default, not known (unknown dataset, a transform it cannot read)
     unknown: str = ""  # why its sample shape is not known, when an estimate that reads a batch of it must say so
+    keys: tuple[Any, ...] = ()  # a sample that is a dict: its keys, in the order of `sample` (batches are dicts too)
 
 
 @dataclass(eq=False)

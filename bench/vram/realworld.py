@@ -127,8 +127,8 @@ def setup(step: str, work: Path) -> None:
     elif kind == "images":  # FOLDER/imgs/*.jpg and FOLDER/masks/*_mask.gif: `args[1]` RGB images of W x H, binary masks
         generate(IMAGES.format(root=str(work / args[0]), n=int(args[1]), w=int(args[2]), h=int(args[3])), work)
     elif kind == "run":  # the repository's own data generator (it needs torch)
-        if not (work / ".setup-done").exists() and TORCH:
-            subprocess.run([TORCH, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
+        if not (work / ".setup-done").exists() and DATA:
+            subprocess.run([DATA, args[0]], cwd=work, check=True, capture_output=True, timeout=600)
             (work / ".setup-done").write_text("")
     else:
         raise SystemExit(f"unknown setup step {step!r}")
@@ -158,11 +158,11 @@ for i in range({n}):
 
 
 def generate(code: str, work: Path) -> None:
-    """Run a data generator that needs numpy/PIL with the measuring interpreter (skipped with --estimate-only: the
-    estimate does not read these files)."""
+    """Run a data generator that needs numpy/PIL with the measuring interpreter (`--estimate-only` too: the estimate
+    reads the images' headers and the files torch.save wrote)."""
     done = work / f".generated-{zlib.crc32(code.encode())}"
-    if TORCH and not done.exists():
-        subprocess.run([TORCH, "-c", f"import sys; sys.path.append({str(SITE)!r})\n" + code], cwd=work, check=True, timeout=600)
+    if DATA and not done.exists():
+        subprocess.run([DATA, "-c", f"import sys; sys.path.append({str(SITE)!r})\n" + code], cwd=work, check=True, timeout=600)
         done.write_text("")
 
 
@@ -212,7 +212,7 @@ def estimate(case: dict, work: Path, supplied: bool = True) -> tuple[int | None,
 
 
 def main() -> int:
-    global TORCH
+    global TORCH, DATA
     parser = argparse.ArgumentParser()
     parser.add_argument("--torch", default=str(ROOT / ".venv" / "bin" / "python"))
     parser.add_argument("--only")
@@ -223,6 +223,7 @@ def main() -> int:
                         help="the rows without the values users supply (`set`), with each estimate's wall time")
     args = parser.parse_args()
     TORCH = "" if args.estimate_only else args.torch
+    DATA = args.torch
     manifest = json.loads(MANIFEST.read_text())
     OUT.mkdir(parents=True, exist_ok=True)
     cache_path = OUT / "measured.json"
@@ -252,17 +253,21 @@ def main() -> int:
             bare.append(rows[-1])
     mib = lambda n: f"{n / 2**20:.2f}" if n is not None else "-"  # noqa: E731
     if args.markdown:
-        print("| case | script | user-supplied values (`--set`) | measured CPU (MiB) | estimate (MiB) | complete | error |")
-        print("|---|---|---|---:|---:|---|---:|")
-    for case, truth, est, complete, unknown, err, wall in rows:
+        print("| case | script | user-supplied values (`--set`) | measured CPU (MiB) | estimate (MiB) | complete | error | without `--set` |")
+        print("|---|---|---|---:|---:|---|---:|---|")
+    for (case, truth, est, complete, unknown, err, wall), (_, _, est0, complete0, unknown0, err0, _) in zip(rows, bare, strict=True):
         where = f"{case['repo']}/{case['dir'] + '/' if case['dir'] else ''}{case['script']}"
         e = f"{err:+.1%}" if err is not None else "-"
         status = "yes" if complete else f"no ({unknown} unknown; at least)"
         supplied = " ".join(f"`{v}`" for v in case.get("set", [])) or "-"
+        # the same case as it stands (without the supplied values): what a new user sees first
+        stands = (f"{mib(est0)} MiB, {'complete' if complete0 else f'at least ({unknown0} unknown)'}, "
+                  f"{f'{err0:+.1%}' if err0 is not None else '-'}") if case.get("set") else "(the same)"
         if args.markdown:
-            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {supplied} | {mib(truth)} | {mib(est)} | {status} | {e} |")
+            print(f"| {case['name']} | {where} `{shlex.join(case['argv'])}` | {supplied} | {mib(truth)} | {mib(est)} | {status} | {e} "
+                  f"| {stands} |")
         else:
-            supplying = "set: " + supplied if case.get("set") and not args.as_they_stand else ""
+            supplying = f"set: {supplied}; without: {stands}" if case.get("set") and not args.as_they_stand else ""
             print(f"{case['name']:28} {mib(truth):>10} {mib(est):>10} {status:24} {e:>8} {wall:6.2f}s  {supplying}")
     print()
     if args.as_they_stand:
@@ -284,7 +289,8 @@ def summary(rows: list[tuple], label: str) -> None:
               f"complete and more than 10% low: {len(low)} {low if low else ''}")
 
 
-TORCH = sys.executable
+TORCH = sys.executable  # the measuring interpreter ("" with --estimate-only)
+DATA = sys.executable  # the interpreter that writes the cases' data (numpy, PIL, torch)
 
 if __name__ == "__main__":
     sys.exit(main())
