@@ -93,7 +93,7 @@ class IncrementalBuilder:
         self._parsed: dict[tuple[int, str], _Parsed] = {}
         self._by_start: dict[int, tuple[str, _Parsed]] = {}  # last build: each statement's text and parse, by first line
         self._good: dict[int, tuple[str, _Parsed]] = {}  # the same, as it last parsed without an error
-        self._known: tuple[int, str, dict[tuple[int, str], list[ast.stmt]] | None] | None = None  # see `_known_members`
+        self._known: tuple[int, str, Known | None] | None = None  # see `_known_members`
         self.errors: list[SyntaxProblem] = []  # last build: the first syntax error, when a statement was repaired
         self.repaired: frozenset[int] = frozenset()  # last build: lines whose statement the repair dropped
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
