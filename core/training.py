@@ -193,7 +193,6 @@ class TrainingModel:
         self._through_before = previous._through
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
-        # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
         self._inlined.update((k, v) for k, v in previous._inlined.items() if k[0] in functions)
         self._calls_model.update((k, v) for k, v in previous._calls_model.items() if k[1] in functions)
         self._forwards.update((k, v) for k, v in previous._forwards.items() if v[0].function in functions)
