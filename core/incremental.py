@@ -219,7 +219,9 @@ class IncrementalBuilder:
         if method is False:
             self._not_alone = (a, code)  # `build` need not find it out again
             return None  # the edited method does not parse alone: the class most likely not either (parsing it would tell)
-        entry = method or _parse_alone(a, code)
+        # lines that mention no `import`, before and after: the statement's import nodes are the same (see `_reparse_method`)
+        same_imports = not old_parsed.errors and not any("import" in line for line in (*old[first : len(old) - tail], *new[first : len(new) - tail]))
+        entry = method or _parse_alone(a, code, old_parsed.imports if same_imports else None)
         if entry is None:
             return None
         own = sorted({min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in entry.body})
@@ -471,15 +473,16 @@ def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:
     return _Parsed(tree.body, _import_nodes(tree.body, code))
 
 
-def _parse_alone(start: int, code: str) -> _Parsed | None:
-    """One top-level statement's text parsed alone, as `_parse_chunk` does, or None when it does not parse."""
+def _parse_alone(start: int, code: str, imports: list[tuple[int, int, ast.Import | ast.ImportFrom]] | None = None) -> _Parsed | None:
+    """One top-level statement's text parsed alone, as `_parse_chunk` does, or None when it does not parse;
+    `imports`: its import nodes when the caller knows them (an edit of lines without `import`)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse("\n" * start + code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _Parsed(tree.body, _import_nodes(tree.body, code))
+    return _Parsed(tree.body, imports if imports is not None else _import_nodes(tree.body, code))
 
 
 _BLOCKS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # statements `_repair_member` repairs by body statement

@@ -210,6 +210,21 @@ def test_an_edit_inside_a_method_with_imports_keeps_the_class_imports_in_order()
         assert model.imports.aliases["os"] == build(parse_statements(source).tree, source, "t.py").imports.aliases["os"] == "json"
 
 
+def test_a_keystroke_in_a_function_keeps_its_import_nodes_only_when_no_import_line_changed() -> None:
+    # `starts_after_edit` parses the edited top-level statement alone and keeps its last import
+    # nodes when neither version of the edited lines mentions `import`.
+    text = "import torch\n\n\ndef main():\n    import json as codec\n    x = 1\n    return codec(x)\n"
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, [0, 3]), "t.py")
+    for edited in (text.replace("x = 1", "x = 11"), text.replace("json as codec", "pickle as codec")):
+        source = SourceText(edited)
+        starts = builder.starts_after_edit(source)
+        assert starts == [0, 3]
+        model = builder.build(source, chunk_lines(source, starts), "t.py")
+        assert model.imports.aliases["codec"] == build(parse_statements(source).tree, source, "t.py").imports.aliases["codec"]
+
+
 TRAINER = BASE + '''
 
 class Trainer:
