@@ -329,29 +329,23 @@ class Compiler:
 
     def attribute(self, node: ast.Attribute) -> Expr:
         it, base, attr = self.it, self.expr(node.value), node.attr
-        if isinstance(node.value, ast.Name):  # `self.word2idx`: a local name looked up here, one closure less
-            ident = node.value.id
 
-            def attribute_of_name(scope: Scope) -> Any:
-                found = scope.vars
-                obj = found[ident] if ident in found else base(scope)
-                if type(obj) is Obj and obj.type != "shape":
-                    found = obj.attrs
-                    if attr in found:
-                        return found[attr]
-                return it.getattr(obj, attr, node)
-
-            return attribute_of_name
-
-        def attribute(scope: Scope) -> Any:
-            obj = base(scope)
+        def read(obj: Any) -> Any:  # an object's own attribute directly, anything else through the interpreter
             if type(obj) is Obj and obj.type != "shape":
                 found = obj.attrs
                 if attr in found:
                     return found[attr]
             return it.getattr(obj, attr, node)
 
-        return attribute
+        if isinstance(node.value, ast.Name):  # `self.word2idx`: a local name looked up here, one closure less
+            ident = node.value.id
+
+            def attribute_of_name(scope: Scope) -> Any:
+                found = scope.vars
+                return read(found[ident] if ident in found else base(scope))
+
+            return attribute_of_name
+        return lambda scope: read(base(scope))
 
     def call_expr(self, node: ast.Call) -> Expr:
         it = self.it
