@@ -79,9 +79,13 @@ def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.I
 
 
 def chunk_lines(source: SourceText, starts: list[int]) -> list[Chunk]:
-    """Chunks from the first lines of the top-level statements (the first starts at 0)."""
+    """Chunks from the first lines of the top-level statements (the first starts at 0). A
+    statement parso's error recovery starts on an indented line joins the one before it: no
+    top-level statement starts there, but a bracket typed into the one before can end it for
+    parso (`TORCH_2_4,(` in a multi-line import: the rest of the import is a statement of its
+    own), and the two repaired apart would lose what the whole keeps."""
     count = len(source.line_starts)
-    bounds = sorted({0, *(s for s in starts if 0 < s < count)})
+    bounds = sorted({0, *(s for s in starts if 0 < s < count and source.line(s)[:1] not in (" ", "\t"))})
     return [(a, b) for a, b in zip(bounds, [*bounds[1:], count], strict=False)]
 
 
@@ -311,6 +315,12 @@ class IncrementalBuilder:
             functions.update(pieces[index].functions)
             loops.update(pieces[index].loops)
         return functions, loops
+
+    def module_events(self, indices: set[int]) -> frozenset[int]:
+        """The ids of the module-level events of the statements `indices` (into `units`)."""
+        assert self._last is not None
+        pieces = self._last[2]
+        return frozenset(id(e) for index in indices for e in pieces[index].events)
 
     def submodel(self, keep: list[int]) -> ModuleModel:
         """The model of the last build restricted to the statements `keep` (indices into
@@ -807,11 +817,13 @@ class _PieceBuilder(_Builder):
         method = self.methods.get(key)
         if method is None:
             events, functions, classes, loops = len(self.fn.events), len(self.functions), len(self.classes), len(self.loops)
+            # a method defined again (`@overload def f`, then `def f`) sets qualnames that are there already
+            again = (dict(self.functions), dict(self.classes)) if f"{owner}.{node.name}" in self.functions else None
             super().function(node, owner)
             method = _Method(
                 self.fn.events[events:],
-                dict(list(self.functions.items())[functions:]),
-                dict(list(self.classes.items())[classes:]),
+                dict(list(self.functions.items())[functions:]) if again is None else {q: f for q, f in self.functions.items() if again[0].get(q) is not f},
+                dict(list(self.classes.items())[classes:]) if again is None else {q: c for q, c in self.classes.items() if again[1].get(q) is not c},
                 dict(list(self.loops.items())[loops:]),
                 self._statement(),
             )

@@ -171,6 +171,86 @@ def _passed_on(names: Names, spread: set[str], outward: set[str], local: set[str
     return outward
 
 
+class Uses(NamedTuple):
+    """How a function uses the names it reads: its `Names`, its calls of plain names (the name, the
+    names the call reads, the call) in the order of a walk, and the names it reads otherwise
+    (annotations aside: where such a value goes is not followed)."""
+
+    names: Names
+    calls: tuple[tuple[str, frozenset[str], ast.Call], ...]
+    values: frozenset[str]
+
+
+def uses_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
+    calls: list[tuple[str, frozenset[str], ast.Call]] = []
+    values: set[str] = set()
+    stack: list[ast.AST] = [fn]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            calls.append((node.func.id, frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)), node))
+            stack.extend((*node.args, *node.keywords))
+            continue
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                values.add(node.id)
+            continue
+        skip = (
+            node.returns if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            else node.annotation if isinstance(node, (ast.arg, ast.AnnAssign))
+            else None
+        )
+        stack.extend(child for child in ast.iter_child_nodes(node) if child is not skip)
+    return Uses(member_names(fn), tuple(calls), frozenset(values))
+
+
+def changed_calls(before: ast.FunctionDef | ast.AsyncFunctionDef, after: ast.FunctionDef | ast.AsyncFunctionDef, old: Uses, new: Uses) -> frozenset[str] | None:
+    """For two versions of a function (and their `Uses`): the names it may pass other values to
+    (see `passes_changed`), or None when its name or signature changed. A call passes the same
+    values when its text is the same but for numbers and positions (in the same order among the
+    calls of that name) and it reads no name whose binding changed (see the module's docstring)."""
+    if before.name != after.name or _signature(before) != _signature(after):
+        return None
+    outward, local = _rebound(old.names, new.names)
+    changed = _spread(new.names, local | (outward - {RETURN}))
+
+    def texts(uses: Uses, changed: frozenset[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for name, reads, call in uses.calls:
+            found.setdefault(name, []).append("\0changed" if reads & changed else _NUMBER.sub("#", ast.dump(call)))
+        return found
+
+    was, now = texts(old, frozenset()), texts(new, changed)
+    return frozenset(n for n in was.keys() | now.keys() if was.get(n) != now.get(n)) | old.values | new.values
+
+
+def passes_changed(uses: Uses, names: frozenset[str]) -> frozenset[str]:
+    """The names an unchanged function (its `Uses`) may pass changed values to, when the values of
+    `names` may have changed: those it calls with an argument that reads one of them (directly or
+    through a local bound from one), and those it reads otherwise. The parameters of every other
+    function it calls receive what they received: what the data flow and the kinds make of them
+    comes from the call sites."""
+    changed = _spread(uses.names, set(names))
+    return frozenset(name for name, reads, _ in uses.calls if reads & changed) | uses.values
+
+
+def _spread(names: Names, changed: set[str]) -> frozenset[str]:
+    """`changed` and the names bound from them, transitively, by the function's binding statements."""
+    grown = True
+    while grown:
+        grown = False
+        for b in names.bindings:
+            bound = b.local | (b.outward - {RETURN})
+            if b.reads & changed and not bound <= changed:
+                changed |= bound
+                grown = True
+    return frozenset(changed)
+
+
+def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    return _NUMBER.sub("#", "\n".join(ast.dump(n) for n in (*fn.decorator_list, fn.args, *([fn.returns] if fn.returns else []))))
+
+
 def _header(cls: ast.ClassDef) -> str:
     """The class without its methods (header, position, other body statements), for comparison."""
     rest = [s for s in cls.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]

@@ -150,7 +150,7 @@ def _repair(lines: list[str], source: SourceText) -> tuple[ast.Module | None, Sy
             problem = _problem(exc, source)
             first = first or problem
             line = problem.position.line
-            if "was never closed" in problem.message and line not in closed and _close_brackets(lines, line):
+            if "was never closed" in problem.message and line not in closed and (_drop_dangling(lines, line) or _close_brackets(lines, line)):
                 closed.add(line)
                 continue
             if ("unindent" in problem.message or "unexpected indent" in problem.message) and line not in closed and _reindent(lines, line):
@@ -224,6 +224,41 @@ def _close_brackets(lines: list[str], line: int) -> bool:
         return False
     lines[line] = code.rstrip() + "".join(reversed(stack)) + (f"  {hash_}{comment}" if hash_ else "") + ending
     return True
+
+
+_OPENER_AT_END = re.compile(r"[([{]\s*(?:#.*)?$")
+_INDENT = re.compile(r"[ \t]*")
+
+
+def _drop_dangling(lines: list[str], line: int) -> bool:
+    """Drop a bracket opened at the end of a later line inside the one the compiler says was never
+    closed, where the line after it shows that no bracket was meant to open there: it is no more
+    indented than the line, or closes a bracket while less indented. `GIT,(` typed into a
+    multi-line `from m import (` block, or `x: int = 0,(` into a signature: the compiler points at
+    the outer bracket, whose closing makes no sense, and neutralising it would lose the statement."""
+    if not 0 <= line < len(lines):
+        return False
+    width = len(_INDENT.match(lines[line]).group())  # type: ignore[union-attr]
+    previous: tuple[int, int] | None = None  # (line, indentation) of the last line ending with an opener
+    for n in range(line + 1, len(lines)):
+        body = lines[n].rstrip("\r\n")
+        code = body.strip()
+        if not code:
+            continue
+        indent = len(body) - len(body.lstrip(" \t"))
+        closes = code[0] in ")]}"
+        if previous is not None and (indent < previous[1] if closes else indent <= previous[1]):
+            at = previous[0]
+            raw = lines[at]
+            match = _OPENER_AT_END.search(raw.rstrip("\r\n"))
+            if match is None:
+                return False
+            lines[at] = raw[: match.start()] + raw[match.start() + 1 :]
+            return True
+        if indent <= width and not closes:
+            return False  # past the statement the outer bracket opens
+        previous = (n, indent) if _OPENER_AT_END.search(body) and "'" not in body and '"' not in body else None
+    return False
 
 
 def _reindent(lines: list[str], line: int) -> bool:

@@ -151,6 +151,9 @@ class TrainingModel:
         # be expanded again, while its calls and callees are the very objects of the last version, copies none
         self._through: dict[tuple[int, int, str], tuple[Event, tuple[Event, ...], tuple[Event, ...]]] = {}
         self._through_before: dict[tuple[int, int, str], tuple[Event, tuple[Event, ...], tuple[Event, ...]]] = {}
+        # the module's events with what each adds to its expansion (itself and its callees' events), by id: kept
+        # for the events of statements an edit cannot have changed (`reuse`), while their callees expand alike
+        self._segments: dict[int, tuple[Event, tuple[tuple[Event, ...], ...], tuple[Event, ...]]] = {}
 
     def _imported_kind(self, callee: str) -> Kind | None:
         """What a function imported from the user's other modules returns (`get_optimizer(cfg)`
@@ -184,13 +187,19 @@ class TrainingModel:
         """Likewise per function (by qualname)."""
         return self._function_memos.setdefault(name, {})
 
-    def reuse(self, previous: TrainingModel, functions: frozenset[str], loops: frozenset[int]) -> None:
+    def reuse(self, previous: TrainingModel, functions: frozenset[str], loops: frozenset[int], events: frozenset[int] = frozenset()) -> None:
         """Take over what `previous` (a model of an earlier version of the same document)
         memoised for the functions and loops an edit cannot have changed: their Function and
         Loop objects are the very same, and so is everything they reach by name (callers,
         callees, module-level bindings, base classes). The language server's caller works that
-        out (torch_preflight/scoped.py); a function named here is never the module itself."""
+        out (torch_preflight/scoped.py); a function named here is never the module itself. `events`:
+        the ids of the module-level events of the statements the edit cannot have changed."""
         self._through_before = previous._through
+        self._segments.update((k, v) for k, v in previous._segments.items() if k in events)
+        # what the other modules' functions do, as the reused expansions inlined it (`is_opaque` asks too): the
+        # caller keeps no previous model once a file it read changed (torch_preflight/scoped.py)
+        self._foreign.update(previous._foreign)
+        self._foreign_loops.update(previous._foreign_loops)
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
         self._inlined.update((k, v) for k, v in previous._inlined.items() if k[0] in functions)
@@ -217,24 +226,46 @@ class TrainingModel:
             return ()
         out: list[Event] = []
         for event in fn.events:
-            if event.kind is EventKind.BACKWARD and self._plain_object(event.receiver, event.function):
-                event = replace(event, kind=EventKind.CALL)  # `mlp.backward(x, y)` of a from-scratch class: no autograd
-            out.append(event)
-            if event.kind not in (EventKind.CALL, EventKind.STEP) or len(_stack) >= MAX_INLINE_DEPTH:
+            if not qualname:  # the module: a segment per event
+                out.extend(self._segment(event))
                 continue
-            targets = self.model.call_targets(event)
-            if not targets and self.project is not None and event.kind is EventKind.CALL:
-                out.extend(self._inline_foreign(event))
-            for target in targets:
-                if target == qualname or target in _stack:
-                    continue
-                out.extend(self._seen_through(event, target, self.expanded(target, (*_stack, qualname))))
+            self._expand_event(event, qualname, _stack, out)
         result = tuple(out)
         if not _stack:
             self._expanded[qualname] = result
         else:  # the same callee under the same call chain expands the same way: reuse it
             self._inlined[(qualname, _stack)] = result
         return result
+
+    def _expand_event(self, event: Event, qualname: str, stack: tuple[str, ...], out: list[Event]) -> None:
+        """Append `event` of `qualname` and the events its callees run after it."""
+        if event.kind is EventKind.BACKWARD and self._plain_object(event.receiver, event.function):
+            event = replace(event, kind=EventKind.CALL)  # `mlp.backward(x, y)` of a from-scratch class: no autograd
+        out.append(event)
+        if event.kind not in (EventKind.CALL, EventKind.STEP) or len(stack) >= MAX_INLINE_DEPTH:
+            return
+        targets = self.model.call_targets(event)
+        if not targets and self.project is not None and event.kind is EventKind.CALL:
+            out.extend(self._inline_foreign(event))
+        for target in targets:
+            if target == qualname or target in stack:
+                continue
+            out.extend(self._seen_through(event, target, self.expanded(target, (*stack, qualname))))
+
+    def _segment(self, event: Event) -> tuple[Event, ...]:
+        """What a module-level event adds to the module's expansion, kept while the event is the very
+        object of the last version (its statement unchanged: `reuse`) and its callees expand into the
+        very same events."""
+        known = self._segments.get(id(event))
+        callees: tuple[tuple[Event, ...], ...] = ()
+        if event.kind in (EventKind.CALL, EventKind.STEP):
+            callees = tuple(self.expanded(t, ("",)) for t in self.model.call_targets(event) if t)
+        if known is not None and known[0] is event and len(known[1]) == len(callees) and all(a is b for a, b in zip(known[1], callees, strict=True)):
+            return known[2]
+        out: list[Event] = []
+        self._expand_event(event, "", (), out)
+        self._segments[id(event)] = (event, callees, tuple(out))  # the entry keeps the event alive: its id is not reused
+        return self._segments[id(event)][2]
 
     def _seen_through(self, call: Event, target: str, events: tuple[Event, ...]) -> tuple[Event, ...]:
         """`events` of `target` as they run at `call` (`Event.seen_through`), reused by identity."""

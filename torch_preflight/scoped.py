@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
-from torch_preflight.core.members import Names, settled_members
+from torch_preflight.core.members import Names, Uses, changed_calls, passes_changed, settled_members, uses_of
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
-from torch_preflight.core.project import Project, ProjectView
+from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Position, SourceText, Span
 from torch_preflight.core.training import TrainingModel
@@ -66,6 +66,8 @@ class _Unit:
     is_import: bool
     plain: bool  # defines no function, class or lambda: nothing it exports depends on who reads it
     grad_switch: bool = False  # calls `set_grad_enabled` outside every function (see `_global`)
+    imported: str = ""  # an import statement's nodes without positions: what it brings in, in order
+    function: ast.FunctionDef | ast.AsyncFunctionDef | None = field(default=None, compare=False)  # the statement, when a function
 
 
 def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
@@ -109,7 +111,9 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     binds |= b
     reads |= r
     is_import = all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
-    return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body))
+    imported = "\n".join(ast.dump(s) for s in body) if is_import else ""
+    function = body[0] if len(body) == 1 and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body), imported, function)
 
 
 def _grad_switch(body: list[ast.stmt]) -> bool:
@@ -183,6 +187,9 @@ class _State:
     starts: list[int]
     lines: int
     found: list[list[Diagnostic]]  # raw (unsuppressed) findings of the local rules, per statement
+    # the other files of the project that those findings, and the training models kept with them, rest on
+    # (filled on while the version is checked): the state is kept while every one is unchanged
+    deps: dict[str, Dependency]
 
 
 class ScopedChecker:
@@ -198,6 +205,7 @@ class ScopedChecker:
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
         self._member_names: dict[str, Names] = {}  # see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
+        self._uses: dict[str, Uses] = {}  # `members.uses_of` of the last two versions' function statements, by text
 
     def check(
         self,
@@ -217,27 +225,43 @@ class ScopedChecker:
         rules = runnable(enabled_rules(config, path), source.text)
         local = [r for r in rules if r.code in LOCAL_RULES]
         whole = [r for r in rules if r.code not in LOCAL_RULES]
-        previous, previous_training, previous_local = self._state, self._training, self._local_training
+        last = previous = self._state
+        previous_training, previous_local = self._training, self._local_training
         self._state = self._training = self._local_training = None
+        view = (project if project is not None else Project()).view()
+        if previous is not None and not all(view.project.unchanged(d) for d in previous.deps.values()):
+            previous = previous_training = previous_local = None  # a file the last findings read changed
         units: list[_Unit] = []
         members: dict[int, tuple[ast.AST, _Names]] = {}
-        for (_, code, body), old in zip(builder.units, _reuse(previous, builder), strict=True):
+        for (_, code, body), old in zip(builder.units, _reuse(last, builder), strict=True):
             units.append(old if old is not None and old.text == code else _unit(code, body, self._members))
             members.update((id(c), self._members[id(c)]) for s in body if isinstance(s, ast.ClassDef) for c in s.body if id(c) in self._members)
         self._members = members
         starts = [chunk[0] for chunk, _, _ in builder.units]
         key = (config, tuple(sorted(model.imports.aliases.items())), tuple(r.code for r in local))
-        view = (project if project is not None else Project()).view()
         lines = len(source.line_starts)
         diff = _diff(previous, units, starts, lines) if previous is not None and previous.key == key else None
-        closures = _dirty(previous, units, diff) if previous is not None and diff is not None else None
-        moved, dirty = closures if closures is not None else (None, None)
+        uses: dict[str, Uses] = {}
+
+        def uses_of_unit(unit: _Unit) -> Uses:
+            assert unit.function is not None
+            found = uses.get(unit.text) or self._uses.get(unit.text)
+            if found is None:
+                found = uses_of(unit.function)
+            uses[unit.text] = found
+            return found
+
+        closures = _dirty(previous, units, diff, uses_of_unit) if previous is not None and diff is not None else None
+        self._uses = uses
+        moved, dirty, silent = closures if closures is not None else (None, None, set())
         found: list[list[Diagnostic]] = [[] for _ in units]
         if dirty is None or len(dirty) * 2 > len(units) or 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) > lines:
             # most of the module (by statements or by lines: one large class): the whole model,
             # whose training model the whole-module rules share, rather than a submodel with its own
             dirty = set(range(len(units)))
             sub = model
+        elif silent:
+            sub = model  # a callee checked again without its other callers and callees: only the whole model holds them
         else:
             keep = sorted(dirty | {i for i, u in enumerate(units) if u.is_import})
             sub = builder.submodel(keep)
@@ -246,6 +270,8 @@ class ScopedChecker:
         if whole or sub is model:
             shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
         settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, self._member_names) if diff is not None and moved is not None else None
+        if silent:  # their callers pass what they passed: their expansions stand, not their loops' facts
+            settled = (builder.owned(silent)[0] | (settled[0] if settled else frozenset()), settled[1] if settled else frozenset())
         reusable = settled is not None and bool(settled[0])
         if shared is not None and previous_training is not None and moved is not None and (len(moved) < len(units) or reusable):
             _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved, settled)
@@ -263,10 +289,13 @@ class ScopedChecker:
         if previous is not None and diff is not None and len(dirty) < len(units):
             _carry(previous, units, diff, dirty, found)
         diagnostics = [d for per in found for d in per]
-        if not view.used:  # findings that read another file are never cached
-            self._state = _State(key, units, starts, lines, found)
+        # what the carried findings and the reused training models read, and what this check reads
+        deps = {**previous.deps, **view.used} if previous is not None and diff is not None else dict(view.used)
+        self._state = _State(key, units, starts, lines, found, deps)
+        if shared is not None and "training" in shared.__dict__:
+            self._training = shared.training  # kept even when a newer version abandons the whole-module rules
         if shared is not None and early is not None and whole:
-            early(_result(diagnostics, model, builder, path, view))
+            early(_result(diagnostics, model, builder, path, deps))
         if shared is not None:
             if any(r.code == "TPF501" for r in whole):
                 shared.shapes = self._shape_facts(builder, units, model, config, path)
@@ -276,9 +305,8 @@ class ScopedChecker:
                 diagnostics.extend(rule.check(shared))
             if "training" in shared.__dict__:
                 self._training = shared.training
-        if view.used:
-            self._training = self._local_training = self._state = None
-        return _result(diagnostics, model, builder, path, view)
+        deps.update(view.used)
+        return _result(diagnostics, model, builder, path, deps)
 
     def _shape_facts(self, builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
         """`analyze._shapes`, reused while `_shape_key` is unchanged."""
@@ -291,13 +319,13 @@ class ScopedChecker:
         return found
 
 
-def _result(diagnostics: list[Diagnostic], model: ModuleModel, builder: IncrementalBuilder, path: str, view: ProjectView) -> Result:
+def _result(diagnostics: list[Diagnostic], model: ModuleModel, builder: IncrementalBuilder, path: str, deps: dict[str, Dependency]) -> Result:
     """The findings outside the regions the error recovery made uncertain, less the suppressed ones, in order."""
     diagnostics = certain(diagnostics, model, builder.repaired)
     suppressions = scan(model.source)
     kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     kept.sort(key=Diagnostic.sort_key)
-    return Result(path, model.source, kept, [], model, len(diagnostics) - len(kept), tuple(view.used.values()))
+    return Result(path, model.source, kept, [], model, len(diagnostics) - len(kept), tuple(deps.values()))
 
 
 def _settled(
@@ -373,7 +401,7 @@ def _reuse_training(
         loops |= {i for i, loop in new.loops.items() if loop.function in settled[1]}
     functions = frozenset(q for q in owned if old.functions.get(q) is new.functions[q])
     new.reuse_calls(old, functions)
-    training.reuse(previous, functions, frozenset(i for i in loops if old.loops.get(i) is new.loops[i]))
+    training.reuse(previous, functions, frozenset(i for i in loops if old.loops.get(i) is new.loops[i]), builder.module_events(clean))
 
 
 def _shape_key(builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config) -> tuple[object, ...]:
@@ -463,14 +491,19 @@ def _global(unit: _Unit) -> bool:
     return unit.is_import or unit.grad_switch
 
 
-def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int], set[int]] | None:
-    """The statements to check again, as (moved, dirty): the edited ones, closed under
+def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_Unit], Uses]) -> tuple[set[int], set[int], set[int]] | None:
+    """The statements to check again, as (moved, dirty, silent): the edited ones, closed under
     module-level name links (below). `dirty` is what the local rules re-check (their findings
     in a statement may read any statement linked to it); `moved` ⊆ `dirty` is the statements
-    whose training-model facts may have changed, for `_reuse_training`. None: an import (or a `set_grad_enabled` statement) changed."""
+    whose training-model facts may have changed, for `_reuse_training`; `silent` ⊆ `moved`: callees
+    checked again whose other callers and callees are not (below), so the local rules check the
+    whole model (and keep the findings of the dirty statements), and only their loops' facts are
+    recomputed. None: an import (or a `set_grad_enabled` statement) changed."""
     old = previous.units
     changed_old = old[diff.prefix : len(old) - diff.suffix]
     changed = set(range(diff.prefix, len(units) - diff.suffix))
+    if len(changed_old) == len(changed) and all(u.is_import and u.imported == units[i].imported for i, u in zip(sorted(changed), changed_old, strict=True)):
+        return set(), changed, set()  # imports whose text changed, not what they bring in (`GIT,(` repaired to `GIT,`): only they are re-checked
     if any(_global(u) for u in changed_old) or any(_global(units[i]) for i in changed):
         return None
     # `binds` / `reads`: the names of the statements whose dirt spreads. A statement that reads
@@ -483,26 +516,57 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int],
     # binds does not depend on who reads it, so the readers of a shared module-level name are
     # not all pulled in. `dirty` is the same closure with every statement spreading: it goes
     # on from `moved`, its quiet statements now spreading.
+    # What a function spreads to its callees (a callee is checked again: its callers' contexts and
+    # arguments changed, and its returns may carry them) is narrowed to the callees it may pass other
+    # values to (`members.changed_calls` for the edited function, `members.passes_changed` for one
+    # that spreads unchanged): another callee has the same parameters, so what it exports (its
+    # expansion, its return's provenance) is the same; it is checked again (`silent`) but spreads nothing.
+    edited: dict[int, frozenset[str]] = {}  # index -> the reads it spreads, for an edited function
+    if len(changed_old) == 1 and len(changed) == 1:
+        before, after = changed_old[0].function, units[diff.prefix].function
+        loud = changed_calls(before, after, uses(changed_old[0]), uses(units[diff.prefix])) if before is not None and after is not None else None
+        if loud is not None:
+            edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
+    old_reads: set[str] = set()
+    for u in changed_old:
+        old_reads |= u.reads
     binds: set[str] = set()
-    reads: set[str] = set()
     for u in changed_old:
         binds |= u.binds
-        reads |= u.reads
+
+    passed: dict[tuple[int, frozenset[str]], frozenset[str]] = {}
+
+    def spread_reads(i: int) -> frozenset[str]:
+        if i in edited:
+            return edited[i]
+        if units[i].function is None or i in changed:
+            return units[i].reads
+        key = (i, frozenset(binds & units[i].reads))
+        if key not in passed:
+            passed[key] = units[i].reads & passes_changed(uses(units[i]), key[1])
+        return passed[key]
+
     spreading: set[int] = set()
     quiet: set[int] = set()  # dirty, spreading nothing (unless a later round finds it reads a changed name)
+    silent: set[int] = set()  # dirty, spreading nothing in either closure (a callee passed the same values)
     moved: set[int] | None = None
     frontier = list(changed)
     while frontier or moved is None:
         if not frontier:  # `moved` is complete: let its quiet statements spread, for `dirty`
-            moved = spreading | quiet
+            moved = spreading | quiet | silent
             frontier, quiet = sorted(quiet), set()
             if not frontier:
                 break
         spreading.update(frontier)
         quiet.difference_update(frontier)
+        silent.difference_update(frontier)
         for i in frontier:
             binds |= units[i].binds
-            reads |= units[i].reads
+        reads = set(old_reads) if not edited else set()  # an edited function's old reads are in `edited`
+        heard: set[str] = set()  # every name the spreading statements read
+        for i in spreading:
+            reads |= spread_reads(i)
+            heard |= units[i].reads
         frontier = []
         for i, u in enumerate(units):
             if i in spreading or u.is_import:
@@ -514,8 +578,10 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff) -> tuple[set[int],
                     quiet.add(i)
                 else:
                     frontier.append(i)
+            elif u.binds & heard:
+                silent.add(i)
     assert moved is not None
-    return moved, spreading
+    return moved, spreading | silent, silent
 
 
 def _old_index(i: int, diff: _Diff, old_count: int, new_count: int) -> int:

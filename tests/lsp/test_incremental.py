@@ -514,6 +514,8 @@ OTHER = next(p for p in SCOPED_PASTES if p.startswith("\nclass Other"))
 @example(edits=[(0.0, 0.0, OTHER), (0.0, 0.0, OTHER)], select=(), primed=False)  # a class defined twice: the later one wins
 @example(edits=[(0.0, 1.0, "torch.set_grad_enabled(False)\n"), (1.0, 0.359375, "    optimizer.zero_grad()\n"), (0.0, 0.0, "\U0001F600")], select=(), primed=False)
 @example(edits=[(1.0, 0.5, "\ndef helper(model, data):\n    for d in data:\n        model(d)\n"), (1.0, 0.19191274342114167, "\x00")], select=(), primed=False)  # parso read a NUL otherwise than the repair
+# a statement re-checked as a callee whose own callee (step_all) stays clean: checked against the whole model
+@example(edits=[(1.0, 0.65625, "    optimizer.zero_grad()\n"), (1.0, 0.375, "    optimizer.zero_grad()\n"), (1.0, 0.8125, "\nLR = 0.2\n")], select=(), primed=False)
 def test_scoped_cache_matches_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...], primed: bool) -> None:
     doc = Document("file:///tmp/prop/s.py", SCOPED_BASE, 0)
     config = Config(select=select)

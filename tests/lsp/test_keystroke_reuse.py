@@ -1,0 +1,240 @@
+"""What a keystroke may leave alone (issue 19): the repair of a bracket typed inside another
+statement's brackets, statements parso's error recovery starts on an indented line, an import
+whose text changed but not what it brings in, the callees of an edited function that it passes
+the same values, and findings that read another file of the project. Each re-checks less and
+still equals a fresh analysis."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from lsprotocol import types
+from torch_preflight.core.config import Config
+from torch_preflight.core.incremental import chunk_lines
+from torch_preflight.core.parse import parse
+from torch_preflight.core.project import Project
+from torch_preflight.core.source import SourceText
+from torch_preflight.server import convert
+from torch_preflight.server.documents import Document
+
+from torch_preflight.analyze import analyze
+
+IMPORTS = """from utils import (
+    CFG,
+    RANK,
+    LOGGER,
+)
+import torch
+
+
+def train(model, loader, optimizer):
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+"""
+
+SIGNATURE = """class Saver:
+    def save(
+        self,
+        path,
+        state=None,
+    ) -> None:
+        import json
+
+        json.dump(state, open(path, "w"))
+"""
+
+
+def _typed(text: str, line: int, key: str = "(") -> str:
+    lines = text.split("\n")
+    lines[line] += key
+    return "\n".join(lines)
+
+
+def _dump(text: str) -> str:
+    return ast.dump(parse(SourceText(text)).tree)
+
+
+def test_a_bracket_typed_into_a_multiline_import_is_dropped_not_the_import() -> None:
+    result = parse(SourceText(_typed(IMPORTS, 2)))  # `    RANK,(`
+    assert result.errors and not result.repaired
+    assert ast.dump(result.tree) == _dump(IMPORTS)
+
+
+def test_a_bracket_typed_into_a_signature_keeps_the_method() -> None:
+    result = parse(SourceText(_typed(SIGNATURE, 4)))  # `        state=None,(`
+    assert result.errors and not result.repaired
+    assert ast.dump(result.tree) == _dump(SIGNATURE)
+
+
+def test_a_bracket_that_opens_an_indented_continuation_is_kept() -> None:
+    # `g(` is followed by a line indented deeper: a bracket meant to open there, not dropped (the
+    # outer one is closed where it opened, as before, and the rest parses on its own)
+    result = parse(SourceText("y = f(\n    g(\n        1,\n    ),\n"))
+    assert ast.unparse(result.tree) == "y = f()\n(g(1),)"
+
+
+def test_a_statement_starting_on_an_indented_line_joins_the_one_before() -> None:
+    source = SourceText(_typed(IMPORTS, 2))
+    assert chunk_lines(source, [0, 3, 5, 6]) == [(0, 5), (5, 6), (6, len(source.line_starts))]
+
+
+def _edit(doc: Document, line: int, col: int, text: str, version: int) -> None:
+    at = types.Position(line=line, character=col)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=text)], version, convert.UTF16)
+
+
+def _same_as_fresh(doc: Document, config: Config, project: Project | None = None) -> None:
+    got = doc.analysis(config)
+    full = analyze(doc.text, doc.path, config, project=project)
+    assert [(d.code, d.span, d.message) for d in got.diagnostics] == [(d.code, d.span, d.message) for d in full.diagnostics]
+    assert got.syntax_errors == full.syntax_errors
+
+
+def test_a_bracket_typed_into_an_import_rechecks_that_import_only() -> None:
+    doc = Document("file:///tmp/reuse/imports.py", IMPORTS, 0)
+    config = Config(select=("ALL",))
+    assert "TPF001" in {d.code for d in doc.analysis(config).diagnostics}
+    doc.prime()
+    _edit(doc, 2, len("    RANK,"), "(", 1)
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 1 and doc.builder.rebuilt == 1
+    assert "TPF001" in {d.code for d in doc.analysis(config).diagnostics}  # the loop below keeps its finding
+    doc.close()
+
+
+CALLEES = """import torch
+
+
+def make(model, lr):
+    return torch.optim.SGD(model.parameters(), lr=lr)
+
+
+def run_a(model, loader):
+    optimizer = make(model, 0.1)
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+
+
+def run_b(model, loader):
+    optimizer = make(model, 0.2)
+    for x in loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+
+def run_c(model, loader):
+    optimizer = make(model, 0.3)
+    for x in loader:
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+"""
+
+
+def test_a_digit_typed_in_a_caller_leaves_the_callees_other_callers_alone() -> None:
+    doc = Document("file:///tmp/reuse/callees.py", CALLEES, 0)
+    config = Config(select=("ALL",))
+    before = doc.analysis(config)
+    assert [d.span.start.line for d in before.diagnostics if d.code == "TPF001"] == [9]
+    units = len(doc.builder.units)
+    line = CALLEES.split("\n").index("    optimizer = make(model, 0.1)")
+    _edit(doc, line, len("    optimizer = make(model, 0."), "5", 1)  # 0.1 -> 0.51: make() receives what it received
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 2 < units - 2  # run_a and make (checked again: a caller changed), not run_b nor run_c
+    _edit(doc, line, len("    optimizer = make("), "x or ", 2)  # make(x or model, ...): what make() receives changed
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked >= 4  # make's other callers too
+    doc.close()
+
+
+HELPERS = """def step(model, batch, optimizer):
+    model(batch).sum().backward()
+    optimizer.step()
+"""
+TRAIN = """import torch
+
+from helpers import step
+
+
+def train(model, loader, optimizer):
+    for batch in loader:
+        step(model, batch, optimizer)
+
+
+def evaluate(model, loader):
+    model.eval()
+    for batch in loader:
+        print(model(batch))
+"""
+
+
+def test_findings_that_read_another_file_are_kept_until_it_changes(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "helpers.py").write_text(HELPERS, encoding="utf-8")
+    project = Project()
+    doc = Document((tmp_path / "train.py").as_uri(), TRAIN, 0, project=project)
+    config = Config(select=("ALL",))
+    assert "TPF001" in {d.code for d in doc.analysis(config).diagnostics}  # step() steps without clearing
+    assert doc.analysis(config).dependencies
+    line = TRAIN.split("\n").index("        print(model(batch))")
+    _edit(doc, line, len("        print("), "1 + ", 1)
+    _same_as_fresh(doc, config, Project(overrides=dict(project.overrides)))
+    assert doc.scoped.rechecked == 1  # evaluate() only: train()'s finding, read from helpers.py, is carried
+    project.overrides[str(tmp_path / "helpers.py")] = HELPERS.replace("    optimizer.step()\n", "    optimizer.zero_grad()\n    optimizer.step()\n")
+    _edit(doc, line, len("        print("), "2 + ", 2)
+    _same_as_fresh(doc, config, Project(overrides=dict(project.overrides)))
+    assert doc.scoped.rechecked == len(doc.builder.units)  # the file the findings read changed: all of them again
+    assert "TPF001" not in {d.code for d in doc.analysis(config).diagnostics}
+    doc.close()
+
+
+OVERLOADS = '''import torch
+from typing import overload
+
+
+class Ops(Handler):
+    """Ops."""
+
+    @overload
+    def fallback(
+    ) -> Result: ...
+
+    def fallback(
+    ) -> Result:
+        return self.wrap(getattr(self._inner, name)(*args))
+
+    def statically_true(self, e):
+        """
+
+
+        """
+        ranges = (
+            *(
+                (k, Ranges(0, v - 1))
+                for k, v in self.ranges.items()
+            ),
+        )
+        return known_true(self.env, e, ranges)
+'''
+
+
+def test_a_method_defined_again_keeps_its_function_when_the_first_definition_breaks() -> None:
+    # the second `def fallback` was cached (core/incremental.py `_Method`) while it redefined the
+    # first: replayed alone, it must still define the qualname its class's methods point to
+    doc = Document("file:///tmp/reuse/overloads.py", OVERLOADS, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+    doc.prime()
+    line = OVERLOADS.split("\n").index("    def fallback(")
+    for version, key in enumerate(["(", ")"], start=1):
+        _edit(doc, line, len("    def fallback("), key, 2 * version)
+        _same_as_fresh(doc, config)
+        at = types.Position(line=line, character=len("    def fallback("))
+        end = types.Position(line=line, character=len("    def fallback(") + 1)
+        doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=at, end=end), text="")], 2 * version + 1, convert.UTF16)
+        _same_as_fresh(doc, config)
+    doc.close()
