@@ -204,11 +204,14 @@ def uses_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
     return Uses(member_names(fn), tuple(calls), frozenset(values))
 
 
-def changed_calls(before: ast.FunctionDef | ast.AsyncFunctionDef, after: ast.FunctionDef | ast.AsyncFunctionDef, old: Uses, new: Uses) -> frozenset[str] | None:
+def changed_calls(
+    before: ast.FunctionDef | ast.AsyncFunctionDef, after: ast.FunctionDef | ast.AsyncFunctionDef, old: Uses, new: Uses, callees: frozenset[str]
+) -> frozenset[str] | None:
     """For two versions of a function (and their `Uses`): the names it may pass other values to
-    (see `passes_changed`), or None when its name or signature changed. A call passes the same
-    values when its text is the same but for numbers and positions (in the same order among the
-    calls of that name) and it reads no name whose binding changed (see the module's docstring)."""
+    (see `passes_changed`) among `callees` and the names it reads otherwise, or None when its name
+    or signature changed. A call passes the same values when its text is the same but for numbers
+    and positions (in the same order among the calls of that name) and it reads no name whose
+    binding changed (see the module's docstring)."""
     if before.name != after.name or _signature(before) != _signature(after):
         return None
     outward, local = _rebound(old.names, new.names)
@@ -217,7 +220,8 @@ def changed_calls(before: ast.FunctionDef | ast.AsyncFunctionDef, after: ast.Fun
     def texts(uses: Uses, changed: frozenset[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
         for name, reads, call in uses.calls:
-            found.setdefault(name, []).append("\0changed" if reads & changed else _NUMBER.sub("#", ast.dump(call)))
+            if name in callees:
+                found.setdefault(name, []).append("\0changed" if reads & changed else _NUMBER.sub("#", ast.dump(call)))
         return found
 
     was, now = texts(old, frozenset()), texts(new, changed)

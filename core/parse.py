@@ -153,6 +153,10 @@ def _repair(lines: list[str], source: SourceText) -> tuple[ast.Module | None, Sy
             if "was never closed" in problem.message and line not in closed and (_drop_dangling(lines, line) or _close_brackets(lines, line)):
                 closed.add(line)
                 continue
+            typed = _typed_opener(lines, line, problem.message)
+            if typed is not None and -1 - typed not in closed and _drop_opener(lines, typed):
+                closed.add(-1 - typed)  # apart from the lines closed above
+                continue
             if ("unindent" in problem.message or "unexpected indent" in problem.message) and line not in closed and _reindent(lines, line):
                 closed.add(line)
                 continue
@@ -226,39 +230,146 @@ def _close_brackets(lines: list[str], line: int) -> bool:
     return True
 
 
-_OPENER_AT_END = re.compile(r"[([{]\s*(?:#.*)?$")
-_INDENT = re.compile(r"[ \t]*")
 
 
 def _drop_dangling(lines: list[str], line: int) -> bool:
-    """Drop a bracket opened at the end of a later line inside the one the compiler says was never
-    closed, where the line after it shows that no bracket was meant to open there: it is no more
-    indented than the line, or closes a bracket while less indented. `GIT,(` typed into a
-    multi-line `from m import (` block, or `x: int = 0,(` into a signature: the compiler points at
-    the outer bracket, whose closing makes no sense, and neutralising it would lose the statement."""
+    """For a bracket the compiler says was never closed on `line`, drop the bracket typed where
+    none was meant to open, rather than close or neutralise the statement:
+    - at the end of a block's header (`def f(x):(`: closed there, the block would end on that
+      line and every line of its body would be an unexpected indent);
+    - at the end of a later line of the bracket's statement, where the line after it shows that
+      no bracket opens there (`_dangling_after`): `GIT,(` typed into a multi-line
+      `from m import (` block, `x: int = 0,(` into a signature (the compiler points at the
+      outer bracket, whose closing makes no sense);
+    - at the end of `line` after another bracket still open there, where a continuation follows
+      (`raise ValueError((`, `add_argument('--x', default=False,(`): the one before opens it."""
     if not 0 <= line < len(lines):
         return False
-    width = len(_INDENT.match(lines[line]).group())  # type: ignore[union-attr]
+    code = _code(lines[line])
+    if code is None or not code.endswith(_OPENERS):
+        later = _dangling_after(lines, line)
+        return later is not None and _drop_opener(lines, later)
+    if code[:-1].rstrip().endswith(":"):
+        return _drop_opener(lines, line)
+    later = _dangling_after(lines, line)
+    if later is not None:
+        return _drop_opener(lines, later)
+    after = next((n for n in range(line + 1, len(lines)) if lines[n].strip()), None)
+    deeper = after is not None and _indent(lines[after]) > _indent(lines[line])
+    return deeper and _unclosed(code) >= 2 and _drop_opener(lines, line)
+
+
+def _unclosed(code: str) -> int:
+    """How many brackets are still open at the end of a line's code (strings skipped)."""
+    depth = 0
+    quote: str | None = None
+    escaped = False
+    for char in code:
+        if quote is not None:
+            quote, escaped = (None if char == quote and not escaped else quote), (char == "\\" and not escaped)
+        elif char in "'\"":
+            quote = char
+        elif char in _OPENERS:
+            depth += 1
+        elif char in ")]}" and depth:
+            depth -= 1
+    return depth
+
+
+def _dangling_after(lines: list[str], line: int) -> int | None:
+    """The first line after `line`, inside the statement `line` opens a bracket in, that ends with
+    an opener although the line after it is no more indented, or closes a bracket while less
+    indented: no bracket was meant to open there."""
+    width = _indent(lines[line])
     previous: tuple[int, int] | None = None  # (line, indentation) of the last line ending with an opener
     for n in range(line + 1, len(lines)):
         body = lines[n].rstrip("\r\n")
-        code = body.strip()
-        if not code:
+        stripped = body.strip()
+        if not stripped:
             continue
-        indent = len(body) - len(body.lstrip(" \t"))
-        closes = code[0] in ")]}"
+        indent = _indent(body)
+        closes = stripped[0] in ")]}"
         if previous is not None and (indent < previous[1] if closes else indent <= previous[1]):
-            at = previous[0]
-            raw = lines[at]
-            match = _OPENER_AT_END.search(raw.rstrip("\r\n"))
-            if match is None:
-                return False
-            lines[at] = raw[: match.start()] + raw[match.start() + 1 :]
-            return True
+            return previous[0]
         if indent <= width and not closes:
-            return False  # past the statement the outer bracket opens
-        previous = (n, indent) if _OPENER_AT_END.search(body) and "'" not in body and '"' not in body else None
-    return False
+            return None  # past the statement the outer bracket opens
+        code = _code(body)
+        if code is not None and code.endswith(_OPENERS) and code[:-1].rstrip().endswith(_OPENERS):
+            return n  # `f((` inside the statement: the second one typed after the first
+        previous = (n, indent) if code is not None and code.endswith(_OPENERS) else None
+    return None
+
+
+def _typed_opener(lines: list[str], line: int, message: str) -> int | None:
+    """The line whose last bracket was typed where none opens, for a syntax error other than an
+    unclosed bracket: a closing bracket that matches none, where the compiler names the bracket
+    it displaced (the one typed is that line's, or a later line's inside its statement); or
+    invalid syntax on a line that ends with a dangling bracket (`)(` closing a multi-line import,
+    `import ((`), or on the statement after one."""
+    mismatch = _MISMATCH.search(message)
+    if mismatch:
+        named = int(mismatch[1]) - 1
+        later = _dangling_after(lines, named) if 0 <= named < len(lines) else None
+        return named if later is None else later
+    if not message.endswith("invalid syntax") or not 0 <= line < len(lines):
+        return None
+    code = _code(lines[line])
+    if code is not None and code.endswith(_OPENERS):
+        after = next((n for n in range(line + 1, len(lines)) if lines[n].strip()), None)
+        if after is None or _indent(lines[after]) <= _indent(lines[line]) or code[:-1].rstrip().endswith(_OPENERS):
+            return line
+    return _dangles_before(lines, line)
+
+
+def _dangles_before(lines: list[str], line: int) -> int | None:
+    """The line before `line` when it ends with an opener and `line` starts a statement no deeper
+    (`x = f(` then `y = 1`, or `)(` then `def g():`), where the compiler reports `line`."""
+    before = next((n for n in range(line - 1, -1, -1) if lines[n].strip()), None)
+    if before is None or not 0 <= line < len(lines):
+        return None
+    code = _code(lines[before])
+    start = lines[line].strip()
+    if code is None or not code.endswith(_OPENERS) or not start or start[0] in ")]}" or _indent(lines[line]) > _indent(lines[before]):
+        return None
+    return before
+
+
+_OPENERS = ("(", "[", "{")
+_MISMATCH = re.compile(r"does not match opening parenthesis '[(\[{]' on line (\d+)")
+
+
+def _drop_opener(lines: list[str], line: int) -> bool:
+    """Remove the bracket at the end of a line's code."""
+    raw = lines[line]
+    code = _code(raw)
+    if code is None or not code.endswith(_OPENERS):
+        return False
+    at = raw.index(code) + len(code) - 1
+    lines[line] = raw[:at] + raw[at + 1 :]
+    return True
+
+
+def _code(raw: str) -> str | None:
+    """A line's code without its indentation, trailing comment and line end; None when a string
+    may be open on it (its quotes do not pair up), so where its code ends is not known."""
+    body = raw.rstrip("\r\n")
+    quote: str | None = None
+    escaped = False
+    for i, char in enumerate(body):
+        if quote is not None:
+            quote, escaped = (None if char == quote and not escaped else quote), (char == "\\" and not escaped)
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            body = body[:i]
+            break
+    if quote is not None or '"""' in body or "\'\'\'" in body or body.rstrip().endswith("\\"):
+        return None
+    return body.strip()
+
+
+def _indent(raw: str) -> int:
+    return len(raw) - len(raw.lstrip(" \t"))
 
 
 def _reindent(lines: list[str], line: int) -> bool:

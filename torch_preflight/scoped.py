@@ -56,6 +56,7 @@ LOCAL_RULES = frozenset(
         "TPF101", "TPF102", "TPF103", "TPF104", "TPF301",
     }
 )  # fmt: skip
+NARROWED_LINES = 200  # see `_dirty`
 
 
 @dataclass(frozen=True)
@@ -521,10 +522,13 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     # values to (`members.changed_calls` for the edited function, `members.passes_changed` for one
     # that spreads unchanged): another callee has the same parameters, so what it exports (its
     # expansion, its return's provenance) is the same; it is checked again (`silent`) but spreads nothing.
+    # (Not for a function over `NARROWED_LINES` lines: comparing its versions costs more than it saves.)
     edited: dict[int, frozenset[str]] = {}  # index -> the reads it spreads, for an edited function
     if len(changed_old) == 1 and len(changed) == 1:
         before, after = changed_old[0].function, units[diff.prefix].function
-        loud = changed_calls(before, after, uses(changed_old[0]), uses(units[diff.prefix])) if before is not None and after is not None else None
+        small = after is not None and (after.end_lineno or after.lineno) - after.lineno < NARROWED_LINES
+        callees = frozenset().union(*(u.binds for u in units if not u.is_import))
+        loud = changed_calls(before, after, uses(changed_old[0]), uses(units[diff.prefix]), callees) if before is not None and small else None
         if loud is not None:
             edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
     old_reads: set[str] = set()

@@ -68,6 +68,13 @@ def test_a_bracket_typed_into_a_signature_keeps_the_method() -> None:
     assert ast.dump(result.tree) == _dump(SIGNATURE)
 
 
+def test_a_bracket_typed_after_a_block_header_keeps_the_block() -> None:
+    text = 'class T:\n    def make(self) -> Type["T"]:\n        """Docs."""\n        x = self.load()\n        return x\n'
+    result = parse(SourceText(_typed(text, 1)))  # `def make(self) -> Type["T"]:(`
+    assert result.errors and not result.repaired
+    assert ast.dump(result.tree) == _dump(text)
+
+
 def test_a_bracket_that_opens_an_indented_continuation_is_kept() -> None:
     # `g(` is followed by a line indented deeper: a bracket meant to open there, not dropped (the
     # outer one is closed where it opened, as before, and the rest parses on its own)
