@@ -171,6 +171,13 @@ def _passed_on(names: Names, spread: set[str], outward: set[str], local: set[str
     return outward
 
 
+_TYPE_CHECKS = frozenset({"isinstance", "issubclass"})
+
+
+def _type_names(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) or (isinstance(node, ast.Tuple) and all(isinstance(e, ast.Name) for e in node.elts))
+
+
 class Uses(NamedTuple):
     """How a function uses the names it reads: its `Names`, its calls of plain names (the name, the
     names the call reads, the call) in the order of a walk, and the names it reads otherwise
@@ -189,7 +196,10 @@ def uses_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
         node = stack.pop()
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             calls.append((node.func.id, frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)), node))
-            stack.extend((*node.args, *node.keywords))
+            args = node.args
+            if node.func.id in _TYPE_CHECKS and len(args) == 2 and _type_names(args[1]):
+                args = args[:1]  # `isinstance(x, C)`, `isinstance(x, (A, B))`: the classes are passed nothing
+            stack.extend((*args, *node.keywords))
             continue
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):

@@ -1,10 +1,13 @@
-"""Parsing: Python's `ast` for clean files, parso's error recovery for broken ones.
+"""Parsing: Python's `ast` for clean files, a repair of the compiler's errors for broken ones.
 
 A file that parses cleanly goes straight through `ast.parse` (about 14x faster than parso
-here). A file with syntax errors is handed to parso, whose error-recovering parser marks
-the broken regions; those lines are neutralised (replaced with `pass` at their indentation
-or blanked) and the result is parsed again. Line numbers never move, so every finding in
-the intact parts keeps its true position. The syntax errors themselves are reported.
+here). A broken file is repaired where the compiler points, round by round: a bracket typed
+where none opens is dropped (`_drop_dangling`, `_typed_opener`), a half-typed line's brackets
+closed, a mis-indented line re-indented, else the line neutralised (replaced with `pass` at
+its indentation, then blanked). When that does not converge, every region parso's
+error-recovering parser marks as broken is neutralised and the rounds run again. Line numbers
+never move, so every finding in the intact parts keeps its true position. The syntax errors
+themselves are reported.
 """
 
 from __future__ import annotations
@@ -228,8 +231,6 @@ def _close_brackets(lines: list[str], line: int) -> bool:
         return False
     lines[line] = code.rstrip() + "".join(reversed(stack)) + (f"  {hash_}{comment}" if hash_ else "") + ending
     return True
-
-
 
 
 def _drop_dangling(lines: list[str], line: int) -> bool:

@@ -226,7 +226,7 @@ class TrainingModel:
             return ()
         out: list[Event] = []
         for event in fn.events:
-            if not qualname:  # the module: a segment per event
+            if not qualname and not _stack:  # the module: a segment per event
                 out.extend(self._segment(event))
                 continue
             self._expand_event(event, qualname, _stack, out)

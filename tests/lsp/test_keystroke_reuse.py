@@ -245,3 +245,38 @@ def test_a_method_defined_again_keeps_its_function_when_the_first_definition_bre
         doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=at, end=end), text="")], 2 * version + 1, convert.UTF16)
         _same_as_fresh(doc, config)
     doc.close()
+
+
+TYPES = """class Step:
+    def __init__(self, n):
+        self.n = n
+
+
+def make(n: int) -> Step:
+    return Step(n)
+
+
+def first(steps: list[Step]) -> Step:
+    return steps[0]
+
+
+def last(steps: list[Step]) -> Step:
+    return steps[-1]
+
+
+def pick(x):
+    if isinstance(x, Step):
+        return x.n + 1
+    return 0
+"""
+
+
+def test_a_type_check_or_an_annotation_passes_a_class_nothing() -> None:
+    doc = Document("file:///tmp/reuse/types.py", TYPES, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+    line = TYPES.split("\n").index("        return x.n + 1")
+    _edit(doc, line, len("        return x.n + "), "2", 1)
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 2  # pick() and Step (checked again as a callee), not make/first/last
+    doc.close()
