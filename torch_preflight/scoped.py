@@ -206,7 +206,7 @@ class ScopedChecker:
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
         self._member_names: dict[str, Names] = {}  # see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
-        self._uses: dict[str, Uses] = {}  # `members.uses_of` of the last two versions' function statements, by text
+        self._uses: dict[str, Uses] = {}  # `members.uses_of` of the function statements of the last two versions, by text
 
     def check(
         self,
@@ -252,11 +252,19 @@ class ScopedChecker:
             uses[unit.text] = found
             return found
 
-        closures = _dirty(previous, units, diff, uses_of_unit) if previous is not None and diff is not None else None
-        self._uses = uses
+        closures = None
+        if previous is not None and diff is not None:
+            # the plain closure first: when it leaves a submodel to check, or the edit is not inside one
+            # function (whose calls say what it passes on), narrowing it costs more than it saves
+            closures = _dirty(previous, units, diff, None)
+            one = diff.prefix + diff.suffix + 1 == len(units) == len(previous.units) and units[diff.prefix].function is not None
+            if closures is not None and one and not _small(closures[1], builder, lines):
+                closures = _dirty(previous, units, diff, uses_of_unit)
+        kept = {u.text for u in units} | ({u.text for u in last.units} if last is not None else set())
+        self._uses = {t: u for t, u in {**self._uses, **uses}.items() if t in kept}  # a reader's, while its text stays
         moved, dirty, silent = closures if closures is not None else (None, None, set())
         found: list[list[Diagnostic]] = [[] for _ in units]
-        if dirty is None or len(dirty) * 2 > len(units) or 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) > lines:
+        if dirty is None or not _small(dirty, builder, lines):
             # most of the module (by statements or by lines: one large class): the whole model,
             # whose training model the whole-module rules share, rather than a submodel with its own
             dirty = set(range(len(units)))
@@ -492,7 +500,12 @@ def _global(unit: _Unit) -> bool:
     return unit.is_import or unit.grad_switch
 
 
-def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_Unit], Uses]) -> tuple[set[int], set[int], set[int]] | None:
+def _small(dirty: set[int], builder: IncrementalBuilder, lines: int) -> bool:
+    """Whether the local rules check `dirty` on a submodel: under half the module's statements and lines."""
+    return len(dirty) * 2 <= len(builder.units) and 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) <= lines
+
+
+def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_Unit], Uses] | None) -> tuple[set[int], set[int], set[int]] | None:
     """The statements to check again, as (moved, dirty, silent): the edited ones, closed under
     module-level name links (below). `dirty` is what the local rules re-check (their findings
     in a statement may read any statement linked to it); `moved` ⊆ `dirty` is the statements
@@ -523,8 +536,9 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     # that spreads unchanged): another callee has the same parameters, so what it exports (its
     # expansion, its return's provenance) is the same; it is checked again (`silent`) but spreads nothing.
     # (Not for a function over `NARROWED_LINES` lines: comparing its versions costs more than it saves.)
+    # (`uses` None: no narrowing, every callee spreads.)
     edited: dict[int, frozenset[str]] = {}  # index -> the reads it spreads, for an edited function
-    if len(changed_old) == 1 and len(changed) == 1:
+    if uses is not None and len(changed_old) == 1 and len(changed) == 1:
         before, after = changed_old[0].function, units[diff.prefix].function
         small = after is not None and (after.end_lineno or after.lineno) - after.lineno < NARROWED_LINES
         callees = frozenset().union(*(u.binds for u in units if not u.is_import))
@@ -543,7 +557,7 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     def spread_reads(i: int) -> frozenset[str]:
         if i in edited:
             return edited[i]
-        if units[i].function is None or i in changed:
+        if uses is None or units[i].function is None or i in changed:
             return units[i].reads
         key = (i, frozenset(binds & units[i].reads))
         if key not in passed:
