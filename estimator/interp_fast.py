@@ -418,13 +418,7 @@ class Compiler:
         test = COMPARE[type(op)]
         negated = isinstance(op, ast.NotIn)
 
-        def member(scope: Scope) -> Any:  # `word not in vocab` on a dict: the test written out
-            lv, rv = left(scope), right(scope)
-            if type(rv) is dict and type(lv) in PLAIN:
-                try:
-                    return (lv in rv) is not negated
-                except Exception:  # an unhashable key: as COMPARE's
-                    return UNKNOWN
+        def values(lv: Any, rv: Any) -> Any:
             if type(lv) in PLAIN and type(rv) in PLAIN:
                 try:
                     return bool(test(lv, rv))
@@ -432,14 +426,17 @@ class Compiler:
                     return UNKNOWN
             return it.compare(op, lv, rv)
 
-        def compare(scope: Scope) -> Any:
+        def member(scope: Scope) -> Any:  # `word not in vocab` on a dict: the test written out
             lv, rv = left(scope), right(scope)
-            if type(lv) in PLAIN and type(rv) in PLAIN:
+            if type(rv) is dict and type(lv) in PLAIN:
                 try:
-                    return bool(test(lv, rv))
-                except Exception:
+                    return (lv in rv) is not negated
+                except Exception:  # an unhashable key: as COMPARE's
                     return UNKNOWN
-            return it.compare(op, lv, rv)
+            return values(lv, rv)
+
+        def compare(scope: Scope) -> Any:
+            return values(left(scope), right(scope))
 
         return member if isinstance(op, (ast.In, ast.NotIn)) else compare
 
