@@ -78,14 +78,24 @@ def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.I
     return found
 
 
+_DEFINITION = re.compile(r"(?:async\s+)?(?:def|class)\b")
+
+
 def chunk_lines(source: SourceText, starts: list[int]) -> list[Chunk]:
     """Chunks from the first lines of the top-level statements (the first starts at 0). A
     statement parso's error recovery starts on an indented line joins the one before it: no
     top-level statement starts there, but a bracket typed into the one before can end it for
     parso (`TORCH_2_4,(` in a multi-line import: the rest of the import is a statement of its
-    own), and the two repaired apart would lose what the whole keeps."""
+    own), and the two repaired apart would lose what the whole keeps. A `def` or `class` takes back
+    the one-line decorators right above it that an unclosed bracket before them made part of the
+    statement before (`@` does not end a bracket for parso as `def` does): the definition keeps its
+    text, and its caches."""
     count = len(source.line_starts)
     bounds = sorted({0, *(s for s in starts if 0 < s < count and source.line(s)[:1] not in (" ", "\t"))})
+    for i in range(1, len(bounds)):
+        if _DEFINITION.match(source.line(bounds[i])):
+            while bounds[i] - 1 > bounds[i - 1] and source.line(bounds[i] - 1).startswith("@"):
+                bounds[i] -= 1
     return [(a, b) for a, b in zip(bounds, [*bounds[1:], count], strict=False)]
 
 

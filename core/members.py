@@ -181,17 +181,22 @@ def _type_names(node: ast.expr) -> bool:
 class Uses(NamedTuple):
     """How a function uses the names it reads: its `Names`, its calls of plain names (the name, the
     names the call reads, the call) in the order of a walk, and the names it reads otherwise
-    (annotations aside: where such a value goes is not followed)."""
+    (annotations aside: where such a value goes is not followed). A decorator or default value
+    runs where the function is defined, where none of its locals lives: each name it reads counts
+    as called by it, with what it reads (`@register(flip, Image)` passes `flip` nothing new)."""
 
     names: Names
-    calls: tuple[tuple[str, frozenset[str], ast.Call], ...]
+    calls: tuple[tuple[str, frozenset[str], ast.expr], ...]
     values: frozenset[str]
 
 
 def uses_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
-    calls: list[tuple[str, frozenset[str], ast.Call]] = []
+    calls: list[tuple[str, frozenset[str], ast.expr]] = []
+    for outer in (*fn.decorator_list, *fn.args.defaults, *(d for d in fn.args.kw_defaults if d is not None)):
+        reads = frozenset(n.id for n in ast.walk(outer) if isinstance(n, ast.Name))
+        calls.extend((name, reads, outer) for name in sorted(reads))
     values: set[str] = set()
-    stack: list[ast.AST] = [fn]
+    stack: list[ast.AST] = list(fn.body)  # its parameters hold annotations only
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -236,6 +241,14 @@ def changed_calls(
 
     was, now = texts(old, frozenset()), texts(new, changed)
     return frozenset(n for n in was.keys() | now.keys() if was.get(n) != now.get(n)) | old.values | new.values
+
+
+def returns_same(old: Uses, new: Uses) -> bool:
+    """Two versions of a function hand their callers the same values: no `return`, `yield` or
+    `global` binding differs, nor reads a local whose binding does (numbers aside, as in
+    `changed_calls`)."""
+    outward, local = _rebound(old.names, new.names)
+    return not _passed_on(new.names, set(), outward, local)
 
 
 def passes_changed(uses: Uses, names: frozenset[str]) -> frozenset[str]:

@@ -283,6 +283,12 @@ class ProjectView:
         fit (then `budget.cuts` grows, and whatever rests on the answer is unknown)."""
         return self.project.resolve_function(importer, qualified, self.used, self.budget)
 
+    def may_define(self, importer: str, qualified: str) -> bool:
+        """A file of the project may define `qualified` (`package.module.func`): its module's file is
+        where `resolve_function` looks. Nothing is read; a few `stat` calls."""
+        module = qualified.rpartition(".")[0]
+        return bool(module) and not module.startswith(".") and self.project._find_on_disk(importer, module) is not None
+
     def summary(self, model: ModuleModel, qualname: str) -> FunctionSummary | None:
         """The whole-program summary of a function of `model` (core/program.py)."""
         return self.project.program.summary(model, qualname, self.used, budget=self.budget)

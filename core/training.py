@@ -83,6 +83,8 @@ _DOTTED = re.compile(r"[A-Za-z_][\w.]*")
 _SUBSCRIPT = re.compile(r"\[[^\[\]]*\]")
 _OPTIMIZER_SUFFIX = re.compile(r"^(?:optimi[sz]er|optim|opt)_?([A-Za-z]\w{0,11})$")
 _PARAMETERS_OF = re.compile(r"([A-Za-z_][\w.]*)\.(?:named_)?parameters\(")
+_KIND_BIT = {kind: 1 << i for i, kind in enumerate(EventKind)}
+_EVERY_KIND = (1 << len(_KIND_BIT)) - 1
 
 
 def library_name(qualified: str) -> bool:
@@ -154,6 +156,9 @@ class TrainingModel:
         # the module's events with what each adds to its expansion (itself and its callees' events), by id: kept
         # for the events of statements an edit cannot have changed (`reuse`), while their callees expand alike
         self._segments: dict[int, tuple[Event, tuple[tuple[Event, ...], ...], tuple[Event, ...]]] = {}
+        self._kinds: dict[str, int] | None = None  # `may_hold`'s bits per function
+        self._stars: dict[str, str | None] = {}  # `_star_import` by name
+        self._on_disk: dict[str, bool] = {}  # `_may_follow`: whether the project holds the module of a name
 
     def _imported_kind(self, callee: str) -> Kind | None:
         """What a function imported from the user's other modules returns (`get_optimizer(cfg)`
@@ -199,6 +204,7 @@ class TrainingModel:
         # what the other modules' functions do, as the reused expansions inlined it (`is_opaque` asks too): the
         # caller keeps no previous model once a file it read changed (torch_preflight/scoped.py)
         self._foreign.update(previous._foreign)
+        self._stars.update(previous._stars)
         self._foreign_loops.update(previous._foreign_loops)
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
@@ -215,6 +221,66 @@ class TrainingModel:
             self.function_memo(name).update((k, v) for k, v in by_function.items() if k in functions)
 
     # --- expansion ----------------------------------------------------------------------
+
+    def may_hold(self, qualname: str, kind: EventKind) -> bool:
+        """Whether `expanded(qualname)` can hold an event of `kind`, answered without expanding
+        anything: from the kinds of each function's own events and of the same-file functions it
+        calls, transitively (a call that may reach another module of the project stands for every
+        kind). Never False when the expansion holds one; the whole module's answers cost a pass
+        over its call graph, each function's own part memoised like its expansion."""
+        if self._kinds is None:
+            self._kinds = self._reachable_kinds()
+        return bool(self._kinds.get(qualname, 0) & _KIND_BIT[kind])
+
+    def may_train(self, qualname: str) -> bool:
+        """`expanded(qualname)` may both back-propagate and step an optimizer (`may_hold`)."""
+        return self.may_hold(qualname, EventKind.BACKWARD) and self.may_hold(qualname, EventKind.STEP)
+
+    def _reachable_kinds(self) -> dict[str, int]:
+        memo = self.function_memo("own-kinds")
+        bits: dict[str, int] = {}
+        callers: dict[str, list[str]] = {}
+        for qualname, fn in self.model.functions.items():
+            if qualname not in memo:
+                memo[qualname] = self._own_kinds(fn)
+            own, targets = memo[qualname]
+            bits[qualname] = own
+            for target in targets:
+                callers.setdefault(target, []).append(qualname)
+        work = list(bits)
+        while work:  # each function's bits only grow, and are finitely many
+            callee = work.pop()
+            reached = bits[callee]
+            for caller in callers.get(callee, ()):
+                if bits[caller] | reached != bits[caller]:
+                    bits[caller] |= reached
+                    work.append(caller)
+        return bits
+
+    def _own_kinds(self, fn: Function) -> tuple[int, tuple[str, ...]]:
+        """The kinds of `fn`'s own events as bits (every kind when a call may be inlined from another
+        module: `_inline_foreign`), and the same-file functions its calls reach."""
+        own = 0
+        targets: list[str] = []
+        for event in fn.events:
+            own |= _KIND_BIT[event.kind]
+            if event.kind not in (EventKind.CALL, EventKind.STEP):
+                continue
+            found = self.model.call_targets(event)
+            targets.extend(t for t in found if t in self.model.functions)
+            if not found and self.project is not None and event.kind is EventKind.CALL and self._may_follow(event):
+                own = _EVERY_KIND
+        return own, tuple(dict.fromkeys(targets))
+
+    def _may_follow(self, call: Event) -> bool:
+        """`_inline_foreign` may find events of another module at `call`."""
+        qualified = self._star_import(call) or call.name or ""
+        if not self._worth_following(call, qualified):
+            return False
+        if qualified not in self._on_disk:
+            assert self.project is not None
+            self._on_disk[qualified] = self.project.may_define(self.model.path, qualified)
+        return self._on_disk[qualified]
 
     def expanded(self, qualname: str, _stack: tuple[str, ...] = ()) -> tuple[Event, ...]:
         """A function's events with same-file callees inlined after each call."""
@@ -371,16 +437,14 @@ class TrainingModel:
             return None
         if self.model.assignments(name, call.function):
             return None
-        for module in self.model.imports.stars:
-            if self.project.resolve_function(self.model.path, f"{module}.{name}") is not None:
-                return f"{module}.{name}"
-        return None
+        if name not in self._stars:  # each call of the name asks the same modules (a lookup on disk each)
+            project = self.project
+            self._stars[name] = next((f"{m}.{name}" for m in self.model.imports.stars if project.resolve_function(self.model.path, f"{m}.{name}")), None)
+        return self._stars[name]
 
     def _worth_following(self, call: Event, qualified: str) -> bool:
         head = qualified.partition(".")[0]
-        if "." not in qualified or not head or head in _LIBRARY_HEADS or head in _TORCH_ECOSYSTEM or head in _OTHER_FRAMEWORKS:
-            return False
-        if head in sys.stdlib_module_names or head in _COMMON_LIBRARIES or qualified.startswith("self."):
+        if "." not in qualified or not head or library_name(qualified) or qualified.startswith("self."):
             return False
         if not self.model.imports.brings_in(qualified) and qualified == call.name:
             return False  # reached through an import, not a local binding

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
-from torch_preflight.core.members import Names, Uses, changed_calls, passes_changed, settled_members, uses_of
+from torch_preflight.core.members import Names, Uses, changed_calls, passes_changed, returns_same, settled_members, uses_of
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Dependency, Project
@@ -535,22 +535,33 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     # values to (`members.changed_calls` for the edited function, `members.passes_changed` for one
     # that spreads unchanged): another callee has the same parameters, so what it exports (its
     # expansion, its return's provenance) is the same; it is checked again (`silent`) but spreads nothing.
+    # An edited function that returns what it returned (`members.returns_same`) changes its callers'
+    # expansions, not the values they pass on: its name is no changed value for `passes_changed`.
     # (Not for a function over `NARROWED_LINES` lines: comparing its versions costs more than it saves.)
     # (`uses` None: no narrowing, every callee spreads.)
     edited: dict[int, frozenset[str]] = {}  # index -> the reads it spreads, for an edited function
+    same: frozenset[str] = frozenset()  # the edited function's name, when its callers receive what they received
     if uses is not None and len(changed_old) == 1 and len(changed) == 1:
         before, after = changed_old[0].function, units[diff.prefix].function
-        small = after is not None and (after.end_lineno or after.lineno) - after.lineno < NARROWED_LINES
-        callees = frozenset().union(*(u.binds for u in units if not u.is_import))
-        loud = changed_calls(before, after, uses(changed_old[0]), uses(units[diff.prefix]), callees) if before is not None and small else None
-        if loud is not None:
-            edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
+        if before is not None and after is not None and (after.end_lineno or after.lineno) - after.lineno < NARROWED_LINES:
+            callees = frozenset().union(*(u.binds for u in units if not u.is_import))
+            old_uses, new_uses = uses(changed_old[0]), uses(units[diff.prefix])
+            loud = changed_calls(before, after, old_uses, new_uses, callees)
+            if loud is not None:
+                edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
+                if returns_same(old_uses, new_uses) and sum(after.name in u.binds for u in units) == 1:
+                    same = frozenset({after.name})
     old_reads: set[str] = set()
     for u in changed_old:
         old_reads |= u.reads
     binds: set[str] = set()
     for u in changed_old:
         binds |= u.binds
+    # `valued` ⊆ `binds`: the names whose values (not only facts) may have changed, what `passes_changed`
+    # follows. A reader joins `binds` (its expansion inlines a changed callee) but passes on no changed
+    # value unless it reads one; `carrying`: the statements whose names are valued.
+    valued = binds - same
+    carrying = set(changed)
 
     passed: dict[tuple[int, frozenset[str]], frozenset[str]] = {}
 
@@ -559,7 +570,7 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
             return edited[i]
         if uses is None or units[i].function is None or i in changed:
             return units[i].reads
-        key = (i, frozenset(binds & units[i].reads))
+        key = (i, frozenset(valued & units[i].reads))
         if key not in passed:
             passed[key] = units[i].reads & passes_changed(uses(units[i]), key[1])
         return passed[key]
@@ -580,6 +591,15 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
         silent.difference_update(frontier)
         for i in frontier:
             binds |= units[i].binds
+        grown = True
+        while grown:  # a spreading statement that reads a valued name carries its own
+            grown = False
+            for i in spreading:
+                own = units[i].binds - same if i in changed else units[i].binds
+                if (i in carrying or units[i].reads & valued) and not own <= valued:
+                    carrying.add(i)
+                    valued |= own
+                    grown = True
         reads = set(old_reads) if not edited else set()  # an edited function's old reads are in `edited`
         heard: set[str] = set()  # every name the spreading statements read
         for i in spreading:
@@ -589,13 +609,17 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
         for i, u in enumerate(units):
             if i in spreading or u.is_import:
                 continue
-            if u.reads & binds or u.binds & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff):
-                frontier.append(i)  # a reader, a redefinition (which of the two wins may have changed), a moved finding
+            if u.binds & binds or not _movable(previous.found[_old_index(i, diff, len(old), len(units))], diff):
+                frontier.append(i)  # a redefinition (which of the two wins may have changed), a moved finding
+                carrying.add(i)
+            elif u.reads & binds:
+                frontier.append(i)  # a reader
             elif u.binds & reads:
                 if u.plain and moved is None:
                     quiet.add(i)
                 else:
                     frontier.append(i)
+                    carrying.add(i)  # a callee passed other values
             elif u.binds & heard:
                 silent.add(i)
     assert moved is not None

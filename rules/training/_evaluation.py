@@ -19,7 +19,9 @@ def trains(training: TrainingModel, scope: str) -> bool:
     """`scope` back-propagates or steps an optimizer, itself or in a callee of the file."""
     memo = training.function_memo("evaluation.trains")
     if scope not in memo:
-        memo[scope] = any(e.kind is EventKind.BACKWARD or training.optimizer_of(e) for e in training.expanded(scope))
+        memo[scope] = (training.may_hold(scope, EventKind.BACKWARD) or training.may_hold(scope, EventKind.STEP)) and any(
+            e.kind is EventKind.BACKWARD or training.optimizer_of(e) for e in training.expanded(scope)
+        )
     return bool(memo[scope])
 
 

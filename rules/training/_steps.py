@@ -99,7 +99,7 @@ def step_units(training: TrainingModel) -> Iterator[tuple[Loop | None, tuple[Eve
     for tl in training.training_loops:
         yield tl.loop, tl.events
     for fn in training.model.functions.values():
-        if not fn.qualname or fn.is_lambda:
+        if not fn.qualname or fn.is_lambda or not training.may_train(fn.qualname):
             continue
         events = tuple(e for e in training.expanded(fn.qualname) if not e.loops)
         if any(e.kind is EventKind.BACKWARD for e in events) and stepped(training, events):

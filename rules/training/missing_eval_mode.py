@@ -693,6 +693,8 @@ def _after_training(ctx: Context) -> Iterator[Diagnostic]:
 
 def _first_evaluation_after_training(ctx: Context, scope: str, events: list[Event]) -> Diagnostic | None:
     training = ctx.training
+    if not training.may_train(scope):
+        return None
     expanded = training.expanded(scope)
     trained = [i for i, e in enumerate(expanded) if training.optimizer_of(e)]
     backwards = [i for i, e in enumerate(expanded) if e.kind is EventKind.BACKWARD]

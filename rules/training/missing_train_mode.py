@@ -334,8 +334,10 @@ def _entry_training(ctx: Context) -> Iterator[tuple[str, int, Span, tuple[Event,
         if first is not None and not any(e.kind in _MODES for e in events):
             yield loop.function, first, loop.header, events
     for qualname, fn in ctx.model.functions.items():
+        if not qualname or fn.is_lambda or not training.may_train(qualname):
+            continue
         expanded = training.expanded(qualname)
-        if not qualname or fn.is_lambda or any(e.loops for e in expanded) or any(e.kind in _MODES for e in expanded):
+        if any(e.loops for e in expanded) or any(e.kind in _MODES for e in expanded):
             continue
         if not any(e.kind is EventKind.BACKWARD for e in expanded) or not any(training.optimizer_of(e) for e in expanded):
             continue

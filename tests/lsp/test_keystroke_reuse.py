@@ -12,6 +12,7 @@ from pathlib import Path
 from lsprotocol import types
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import chunk_lines
+from torch_preflight.core.members import passes_changed, uses_of
 from torch_preflight.core.parse import parse
 from torch_preflight.core.project import Project
 from torch_preflight.core.source import SourceText
@@ -279,4 +280,128 @@ def test_a_type_check_or_an_annotation_passes_a_class_nothing() -> None:
     _edit(doc, line, len("        return x.n + "), "2", 1)
     _same_as_fresh(doc, config)
     assert doc.scoped.rechecked == 2  # pick() and Step (checked again as a callee), not make/first/last
+    doc.close()
+
+
+RETURNS = """import torch
+
+
+def scale(x):
+    y = x * 2
+    print("scaling", 1)
+    return y
+
+
+def run(model, loader, optimizer):
+    for x in loader:
+        x = scale(x)
+        loss = model(x).sum()
+        report(loss)
+        loss.backward()
+        optimizer.step()
+
+
+def report(loss):
+    print(loss)
+
+
+def watch(loss):
+    for step in range(3):
+        report(loss)
+        print(step)
+
+
+def audit(loss):
+    for step in range(3):
+        report(loss)
+        print(step)
+
+
+def trace(loss):
+    for step in range(3):
+        report(loss)
+        print(step)
+"""
+
+
+def test_a_function_that_returns_the_same_values_changes_its_callers_not_what_they_pass_on() -> None:
+    doc = Document("file:///tmp/reuse/returns.py", RETURNS, 0)
+    config = Config(select=("ALL",))
+    assert [d.span.start.line for d in doc.analysis(config).diagnostics if d.code == "TPF001"]
+    line = RETURNS.split("\n").index('    print("scaling", 1)')
+    _edit(doc, line, len('    print("scaling", '), "2", 1)  # scale() returns what it returned
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 3  # scale, run (it inlines scale) and report (checked again: a caller changed), not report's other callers
+    _edit(doc, line - 1, len("    y = x * 2"), " + x", 2)  # y = x * 2 + x: what scale() returns changed
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 7  # report receives another loss from run: its other callers too
+    doc.close()
+
+
+DECORATED = """import torch
+
+
+def flip(x):
+    return kernel(flip, x)
+
+
+@register(flip, torch.Tensor)
+def flip_image(image):
+    return image.flip(-1)
+
+
+@register(flip, list)
+def flip_list(items):
+    return items[::-1]
+
+
+@register(flip, tuple)
+def flip_tuple(items):
+    return tuple(flip_list(list(items)))
+
+
+@register(flip, dict)
+def flip_dict(items):
+    keys = list(items)
+    return {k: items[k] for k in keys[::-1]}
+
+
+@register(flip, str)
+def flip_str(text):
+    chars = list(text)
+    return "".join(chars[::-1])
+
+
+def kernel(fn, x):
+    return fn(x)
+"""
+
+
+def test_a_decorator_passes_the_names_it_reads_nothing_of_the_function() -> None:
+    uses = uses_of(ast.parse(DECORATED).body[3])  # flip_list
+    assert passes_changed(uses, frozenset({"flip_image"})) == frozenset({"items"})  # what the body reads as a value
+    assert passes_changed(uses, frozenset({"list"})) == frozenset({"register", "flip", "list", "items"})
+    doc = Document("file:///tmp/reuse/decorated.py", DECORATED, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+    line = DECORATED.split("\n").index("    return items[::-1]")
+    _edit(doc, line, len("    return items[::-"), "2", 1)  # items[::-21]
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 3  # flip_list, its caller flip_tuple and flip (read there), not flip's other registrations
+    doc.close()
+
+
+def test_a_definition_takes_back_its_decorators_from_a_broken_statement_before() -> None:
+    broken = _typed(DECORATED, DECORATED.split("\n").index("    return kernel(flip, x)"))  # `kernel(flip, x)(`
+    source = SourceText(broken)
+    decorator = broken.split("\n").index("@register(flip, torch.Tensor)")
+    # parso's recovery runs the unclosed bracket over the decorator: the statement after starts at the `def`
+    assert chunk_lines(source, [0, 3, decorator + 1]) == [(0, 3), (3, decorator), (decorator, len(source.line_starts))]
+    doc = Document("file:///tmp/reuse/decorated.py", DECORATED, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+    line = DECORATED.split("\n").index("    return kernel(flip, x)")
+    _edit(doc, line, len("    return kernel(flip, x)"), "(", 1)
+    _same_as_fresh(doc, config)
+    assert doc.builder.units[2][1].startswith("@register(flip, torch.Tensor)\n")
     doc.close()
