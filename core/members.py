@@ -219,6 +219,20 @@ def uses_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
     return Uses(member_names(fn), tuple(calls), frozenset(values))
 
 
+def class_uses(cls: ast.ClassDef) -> Uses:
+    """A class's `Uses`: its methods' together (what one method binds, another reads through `self`),
+    and every name its other statements, header and decorators read as a value."""
+    methods = [uses_of(m) for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    rest = [*cls.decorator_list, *cls.bases, *cls.keywords, *(s for s in cls.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    values = {n.id for node in rest for n in ast.walk(node) if isinstance(n, ast.Name)}
+    names = Names(
+        frozenset().union(*(u.names.binds for u in methods)),
+        frozenset().union(*(u.names.reads for u in methods)),
+        tuple(b for u in methods for b in u.names.bindings),
+    )
+    return Uses(names, tuple(c for u in methods for c in u.calls), frozenset(values).union(*(u.values for u in methods)))
+
+
 def changed_calls(
     before: ast.FunctionDef | ast.AsyncFunctionDef, after: ast.FunctionDef | ast.AsyncFunctionDef, old: Uses, new: Uses, callees: frozenset[str]
 ) -> frozenset[str] | None:

@@ -177,6 +177,13 @@ class Event:
     def no_grad(self) -> bool:
         return any(c.disables_grad for c in self.contexts)
 
+    def with_inner(self, inner: bool) -> Event:
+        """This event with `inner` set (a positional copy, as `seen_through`)."""
+        return Event(
+            self.kind, self.span, self.stmt, self.function, self.receiver, self.name, self.args, self.keywords, self.value,
+            self.targets, self.guards, self.contexts, self.loops, self.via, inner,
+        )
+
     def seen_through(self, call: Event, callee: str) -> Event:
         """This event of `callee` as it runs at `call`: under the call's guards, contexts and
         loops, with the callee in front of its call chain (a positional copy: the training

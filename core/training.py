@@ -519,15 +519,18 @@ class TrainingModel:
         cached = self._iterations.get(loop.id)
         if cached is not None:
             return cached
-        events: list[Event] = []
+        # every loop of the function in one pass over its expansion (a callee's loops there are its own business)
+        found: dict[int, list[Event]] = {loop.id: []}
+        found.update((i, []) for i, other in self.model.loops.items() if other.function == loop.function and i not in self._iterations)
         for event in self.expanded(loop.function):
-            if loop.id in event.loops:
-                depth = event.loops.index(loop.id)
-                inner = depth < len(event.loops) - 1
-                events.append(event if inner == event.inner else replace(event, inner=inner))  # equal value, no copy
-        result = tuple(events)
-        self._iterations[loop.id] = result
-        return result
+            last = len(event.loops) - 1
+            for depth, i in enumerate(event.loops):
+                if i in found and event.loops.index(i) == depth:
+                    inner = depth < last
+                    found[i].append(event if inner == event.inner else event.with_inner(inner))  # equal value, no copy
+        for i, events in found.items():
+            self._iterations[i] = tuple(events)
+        return self._iterations[loop.id]
 
     # --- classification -----------------------------------------------------------------
 
@@ -857,6 +860,8 @@ class TrainingModel:
         return tuple(t for t in found if t is not None)
 
     def _classify(self, loop: Loop) -> TrainingLoop | None:
+        if not self.may_train(loop.function):
+            return None
         events = self.iteration(loop)
         steps = tuple(e for e in events if not e.inner and self.optimizer_of(e))
         if not steps:
@@ -922,7 +927,7 @@ class TrainingModel:
         found = list(self.training_loops)
         known = {t.loop.id for t in found}
         for loop in self.model.loops.values():
-            if loop.id in known or not self.is_torch_code:
+            if loop.id in known or not self.is_torch_code or not self.may_hold(loop.function, EventKind.BACKWARD):
                 continue
             events = self.iteration(loop)
             backwards = tuple(e for e in events if e.kind is EventKind.BACKWARD)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
-from torch_preflight.core.members import Names, Uses, changed_calls, passes_changed, returns_same, settled_members, uses_of
+from torch_preflight.core.members import Names, Uses, changed_calls, class_uses, passes_changed, returns_same, settled_members, uses_of
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Dependency, Project
@@ -69,6 +69,7 @@ class _Unit:
     grad_switch: bool = False  # calls `set_grad_enabled` outside every function (see `_global`)
     imported: str = ""  # an import statement's nodes without positions: what it brings in, in order
     function: ast.FunctionDef | ast.AsyncFunctionDef | None = field(default=None, compare=False)  # the statement, when a function
+    cls: ast.ClassDef | None = field(default=None, compare=False)  # the statement, when a class
 
 
 def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
@@ -114,7 +115,8 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     is_import = all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
     imported = "\n".join(ast.dump(s) for s in body) if is_import else ""
     function = body[0] if len(body) == 1 and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-    return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body), imported, function)
+    cls = body[0] if len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
+    return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body), imported, function, cls)
 
 
 def _grad_switch(body: list[ast.stmt]) -> bool:
@@ -171,7 +173,7 @@ def _names(roots: list[ast.AST], top: bool) -> _Names:
             for child in ast.iter_child_nodes(node):
                 stack.append((child, False, none))
             continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and top:  # one in a function binds a local (the import map is keyed)
             for alias in node.names:
                 binds.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.Global):
@@ -245,10 +247,9 @@ class ScopedChecker:
         uses: dict[str, Uses] = {}
 
         def uses_of_unit(unit: _Unit) -> Uses:
-            assert unit.function is not None
             found = uses.get(unit.text) or self._uses.get(unit.text)
             if found is None:
-                found = uses_of(unit.function)
+                found = uses_of(unit.function) if unit.function is not None else class_uses(unit.cls)  # type: ignore[arg-type]
             uses[unit.text] = found
             return found
 
@@ -257,7 +258,7 @@ class ScopedChecker:
             # the plain closure first: when it leaves a submodel to check, or the edit is not inside one
             # function (whose calls say what it passes on), narrowing it costs more than it saves
             closures = _dirty(previous, units, diff, None)
-            one = diff.prefix + diff.suffix + 1 == len(units) == len(previous.units) and units[diff.prefix].function is not None
+            one = diff.prefix + diff.suffix + 1 == len(units) == len(previous.units) and _edited_function(previous.units[diff.prefix], units[diff.prefix]) is not None
             if closures is not None and one and not _small(closures[1], builder, lines):
                 closures = _dirty(previous, units, diff, uses_of_unit)
         kept = {u.text for u in units} | ({u.text for u in last.units} if last is not None else set())
@@ -278,7 +279,7 @@ class ScopedChecker:
         shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
         if whole or sub is model:
             shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
-        settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, self._member_names) if diff is not None and moved is not None else None
+        settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, silent, self._member_names) if diff is not None and moved is not None else None
         if silent:  # their callers pass what they passed: their expansions stand, not their loops' facts
             settled = (builder.owned(silent)[0] | (settled[0] if settled else frozenset()), settled[1] if settled else frozenset())
         reusable = settled is not None and bool(settled[0])
@@ -344,12 +345,14 @@ def _settled(
     units: list[_Unit],
     diff: _Diff,
     moved: set[int],
+    silent: set[int],
     names: dict[str, Names],
 ) -> tuple[frozenset[str], frozenset[str]] | None:
     """Per-method units (`core.members.settled_members`): when the one statement an edit
     changed is a top-level class, the qualnames of the functions in it (methods and the
     functions nested in them) whose training facts the edit cannot have changed, as (settled,
-    with their loops too)."""
+    with their loops too). A `silent` statement keeps what it exports (`_dirty`): its names
+    change no method that reads them."""
     changed = range(diff.prefix, len(units) - diff.suffix)
     if previous is None or len(changed) != 1 or previous.model.tree is None:
         return None
@@ -381,7 +384,7 @@ def _settled(
         starts = source.line_starts
         return source.text[starts[first] : starts[end] if end < len(starts) else len(source.text)]
 
-    outside = frozenset().union(*(units[j].binds for j in moved if j != changed[0]))
+    outside = frozenset().union(*(units[j].binds for j in moved - silent if j != changed[0]))
     found = settled_members(old, new, same, outside, text, names)
     if found is None:
         return None
@@ -541,16 +544,17 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     # (`uses` None: no narrowing, every callee spreads.)
     edited: dict[int, frozenset[str]] = {}  # index -> the reads it spreads, for an edited function
     same: frozenset[str] = frozenset()  # the edited function's name, when its callers receive what they received
-    if uses is not None and len(changed_old) == 1 and len(changed) == 1:
-        before, after = changed_old[0].function, units[diff.prefix].function
-        if before is not None and after is not None and (after.end_lineno or after.lineno) - after.lineno < NARROWED_LINES:
-            callees = frozenset().union(*(u.binds for u in units if not u.is_import))
-            old_uses, new_uses = uses(changed_old[0]), uses(units[diff.prefix])
-            loud = changed_calls(before, after, old_uses, new_uses, callees)
-            if loud is not None:
-                edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
-                if returns_same(old_uses, new_uses) and sum(after.name in u.binds for u in units) == 1:
-                    same = frozenset({after.name})
+    pair = _edited_function(changed_old[0], units[diff.prefix]) if uses is not None and len(changed_old) == 1 and len(changed) == 1 else None
+    if uses is not None and pair is not None and (pair[1].end_lineno or pair[1].lineno) - pair[1].lineno < NARROWED_LINES:
+        before, after = pair
+        callees = frozenset().union(*(u.binds for u in units if not u.is_import))
+        old_uses, new_uses = (uses(changed_old[0]), uses(units[diff.prefix])) if before is changed_old[0].function else (uses_of(before), uses_of(after))
+        loud = changed_calls(before, after, old_uses, new_uses, callees)
+        if loud is not None:
+            edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
+            mine = units[diff.prefix].binds
+            if returns_same(old_uses, new_uses) and not any(u.binds & mine for i, u in enumerate(units) if i != diff.prefix):
+                same = mine
     old_reads: set[str] = set()
     for u in changed_old:
         old_reads |= u.reads
@@ -568,7 +572,7 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     def spread_reads(i: int) -> frozenset[str]:
         if i in edited:
             return edited[i]
-        if uses is None or units[i].function is None or i in changed:
+        if uses is None or (units[i].function is None and units[i].cls is None) or i in changed:
             return units[i].reads
         key = (i, frozenset(valued & units[i].reads))
         if key not in passed:
@@ -624,6 +628,25 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
                 silent.add(i)
     assert moved is not None
     return moved, spreading | silent, silent
+
+
+def _edited_function(old: _Unit, new: _Unit) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The two versions of the function an edit changed: the statement itself, or the one method of
+    a class whose other body statements are the very nodes of the last version (core/incremental.py
+    reuses them) under the same header. None otherwise."""
+    if old.function is not None and new.function is not None:
+        return old.function, new.function
+    a, b = old.cls, new.cls
+    if a is None or b is None or a.name != b.name or len(a.body) != len(b.body):
+        return None
+    if [ast.dump(n) for n in (*a.decorator_list, *a.bases, *a.keywords)] != [ast.dump(n) for n in (*b.decorator_list, *b.bases, *b.keywords)]:
+        return None
+    changed = [(x, y) for x, y in zip(a.body, b.body, strict=True) if x is not y]
+    if len(changed) != 1:
+        return None
+    x, y = changed[0]
+    methods = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return (x, y) if isinstance(x, methods) and isinstance(y, methods) else None
 
 
 def _old_index(i: int, diff: _Diff, old_count: int, new_count: int) -> int:

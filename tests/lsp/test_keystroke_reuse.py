@@ -405,3 +405,110 @@ def test_a_definition_takes_back_its_decorators_from_a_broken_statement_before()
     _same_as_fresh(doc, config)
     assert doc.builder.units[2][1].startswith("@register(flip, torch.Tensor)\n")
     doc.close()
+
+
+METHODS = """import torch
+
+
+def clip(x):
+    return x
+
+
+def log(x):
+    print(x)
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def step(self, loader, optimizer):
+        for x in loader:
+            loss = self.model(clip(x)).sum()
+            log(loss)
+            loss.backward()
+            optimizer.step()
+
+    def report(self, n):
+        log(n * 2)
+
+
+def audit(v):
+    for k in range(3):
+        log(v)
+        print(k)
+
+
+def watch(v):
+    for k in range(3):
+        log(v)
+        print(k)
+
+
+def trace(v):
+    for k in range(3):
+        log(v)
+        print(k)
+
+
+def probe(v):
+    for k in range(3):
+        log(v)
+        print(k)
+
+
+def count(v):
+    for k in range(3):
+        log(v)
+        print(k)
+"""
+
+
+def test_a_digit_typed_in_a_method_leaves_the_callees_other_callers_alone() -> None:
+    doc = Document("file:///tmp/reuse/methods.py", METHODS, 0)
+    config = Config(select=("ALL",))
+    assert "TPF001" in {d.code for d in doc.analysis(config).diagnostics}
+    line = METHODS.split("\n").index("        log(n * 2)")
+    _edit(doc, line, len("        log(n * 2"), "3", 1)  # log() receives what it received
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 3  # Trainer, and clip and log (checked again: a caller changed), not log's other callers
+    _edit(doc, line, len("        log("), "self.model or ", 2)  # log(self.model or n * 23): another value
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == len(doc.builder.units)  # log's other callers too: the whole module
+    doc.close()
+
+
+LOCAL_IMPORTS = """import torch
+
+
+def rank():
+    import torch.distributed as dist
+    return dist.get_rank() + 1
+
+
+def world():
+    import torch.distributed as dist
+    return dist.get_world_size()
+
+
+def train(model, loader, optimizer):
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    for x in loader:
+        print(model(x))
+"""
+
+
+def test_an_import_inside_a_function_binds_no_module_level_name() -> None:
+    doc = Document("file:///tmp/reuse/local_imports.py", LOCAL_IMPORTS, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+    line = LOCAL_IMPORTS.split("\n").index("    return dist.get_rank() + 1")
+    _edit(doc, line, len("    return dist.get_rank() + 1"), "0", 1)
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 1  # rank() only: world() imports `dist` into its own scope
+    doc.close()
