@@ -209,6 +209,7 @@ class ScopedChecker:
         self._member_names: dict[str, Names] = {}  # see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
         self._uses: dict[str, Uses] = {}  # `members.uses_of` of the function statements of the last two versions, by text
+        self._method_uses: dict[int, tuple[ast.AST, Uses]] = {}  # of the last edited method, by node (the next edit's old version)
 
     def check(
         self,
@@ -246,7 +247,15 @@ class ScopedChecker:
         diff = _diff(previous, units, starts, lines) if previous is not None and previous.key == key else None
         uses: dict[str, Uses] = {}
 
-        def uses_of_unit(unit: _Unit) -> Uses:
+        method_uses: dict[int, tuple[ast.AST, Uses]] = {}
+
+        def uses_of_unit(unit: _Unit | ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
+            if not isinstance(unit, _Unit):  # a method
+                known = method_uses.get(id(unit)) or self._method_uses.get(id(unit))
+                if known is None or known[0] is not unit:
+                    known = (unit, uses_of(unit))
+                method_uses[id(unit)] = known
+                return known[1]
             found = uses.get(unit.text) or self._uses.get(unit.text)
             if found is None:
                 found = uses_of(unit.function) if unit.function is not None else class_uses(unit.cls)  # type: ignore[arg-type]
@@ -263,6 +272,7 @@ class ScopedChecker:
                 closures = _dirty(previous, units, diff, uses_of_unit)
         kept = {u.text for u in units} | ({u.text for u in last.units} if last is not None else set())
         self._uses = {t: u for t, u in {**self._uses, **uses}.items() if t in kept}  # a reader's, while its text stays
+        self._method_uses = method_uses
         moved, dirty, silent = closures if closures is not None else (None, None, set())
         found: list[list[Diagnostic]] = [[] for _ in units]
         if dirty is None or not _small(dirty, builder, lines):
@@ -508,7 +518,9 @@ def _small(dirty: set[int], builder: IncrementalBuilder, lines: int) -> bool:
     return len(dirty) * 2 <= len(builder.units) and 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) <= lines
 
 
-def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_Unit], Uses] | None) -> tuple[set[int], set[int], set[int]] | None:
+def _dirty(
+    previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_Unit | ast.FunctionDef | ast.AsyncFunctionDef], Uses] | None
+) -> tuple[set[int], set[int], set[int]] | None:
     """The statements to check again, as (moved, dirty, silent): the edited ones, closed under
     module-level name links (below). `dirty` is what the local rules re-check (their findings
     in a statement may read any statement linked to it); `moved` ⊆ `dirty` is the statements
@@ -548,7 +560,7 @@ def _dirty(previous: _State, units: list[_Unit], diff: _Diff, uses: Callable[[_U
     if uses is not None and pair is not None and (pair[1].end_lineno or pair[1].lineno) - pair[1].lineno < NARROWED_LINES:
         before, after = pair
         callees = frozenset().union(*(u.binds for u in units if not u.is_import))
-        old_uses, new_uses = (uses(changed_old[0]), uses(units[diff.prefix])) if before is changed_old[0].function else (uses_of(before), uses_of(after))
+        old_uses, new_uses = (uses(changed_old[0]), uses(units[diff.prefix])) if before is changed_old[0].function else (uses(before), uses(after))
         loud = changed_calls(before, after, old_uses, new_uses, callees)
         if loud is not None:
             edited[diff.prefix] = (changed_old[0].reads | units[diff.prefix].reads) & loud
