@@ -50,6 +50,7 @@ class _Parsed:
     # ids of class-body statements a repair gave: text and lines do not say what they hold
     # (the repair of a larger unit may differ), so `_PieceBuilder` never reuses their models
     unsure: frozenset[int] = frozenset()
+    restored: str | None = None  # the text a repair that dropped no statement made of it
 
 
 @dataclass
@@ -79,6 +80,7 @@ def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.I
 
 
 _DEFINITION = re.compile(r"(?:async\s+)?(?:def|class)\b")
+_CONTINUES = (" ", "\t", ")", "]", "}")  # a line starting so starts no top-level statement
 
 
 def chunk_lines(source: SourceText, starts: list[int]) -> list[Chunk]:
@@ -86,16 +88,23 @@ def chunk_lines(source: SourceText, starts: list[int]) -> list[Chunk]:
     statement parso's error recovery starts on an indented line joins the one before it: no
     top-level statement starts there, but a bracket typed into the one before can end it for
     parso (`TORCH_2_4,(` in a multi-line import: the rest of the import is a statement of its
-    own), and the two repaired apart would lose what the whole keeps. A `def` or `class` takes back
-    the one-line decorators right above it that an unclosed bracket before them made part of the
-    statement before (`@` does not end a bracket for parso as `def` does): the definition keeps its
-    text, and its caches."""
+    own), and the two repaired apart would lose what the whole keeps. So does one starting with a
+    closing bracket (`})` ending a dict that a bracket typed inside left open: parso closes brackets
+    at a dedent). A `def` or `class` takes back the one-line decorators right above it that an
+    unclosed bracket before them made part of the statement before, or a statement of their own
+    (`@` does not end a bracket for parso as `def` does): the definition keeps its text, and its
+    caches."""
     count = len(source.line_starts)
-    bounds = sorted({0, *(s for s in starts if 0 < s < count and source.line(s)[:1] not in (" ", "\t"))})
-    for i in range(1, len(bounds)):
+    bounds = sorted({0, *(s for s in starts if 0 < s < count and source.line(s)[:1] not in _CONTINUES)})
+    for i in range(len(bounds) - 1, 0, -1):
         if _DEFINITION.match(source.line(bounds[i])):
-            while bounds[i] - 1 > bounds[i - 1] and source.line(bounds[i] - 1).startswith("@"):
-                bounds[i] -= 1
+            top = bounds[i]
+            while top - 1 >= bounds[i - 1] and source.line(top - 1).startswith("@"):
+                top -= 1
+            if top == bounds[i - 1]:
+                del bounds[i]  # the statement before is the decorators alone
+            else:
+                bounds[i] = top
     return [(a, b) for a, b in zip(bounds, [*bounds[1:], count], strict=False)]
 
 
@@ -130,6 +139,7 @@ class IncrementalBuilder:
         text = source.text.replace("\x00", " ")
         starts = source.line_starts
         parsed: list[tuple[int, str, _Parsed]] = []
+        broken: list[_Parsed] = []  # each statement's parse, a repaired one as it is (`parsed` may hold the last good one instead)
         new_parsed: dict[tuple[int, str], _Parsed] = {}
         given = _split_tree(tree, chunks) if tree is not None else None
         for index, (start, end) in enumerate(chunks):
@@ -150,13 +160,17 @@ class IncrementalBuilder:
                         start, code, self._known_members(start, before) if before is not None else None
                     )
             new_parsed[key] = entry
+            broken.append(entry)
+            good = self._good.get(start) if entry.errors and entry.restored is not None else None
+            if good is not None and good[0] == entry.restored:
+                code, entry = good  # the repair undid the keystroke (a bracket typed where none opens): the last good statement stands
             parsed.append((start, code, entry))
         self._parsed = new_parsed
         self._hint, self._not_alone = {}, None
         self._by_start = {start: (code, entry) for start, code, entry in parsed}
         self._good = {start: self._good[start] if entry.errors else (code, entry) for start, code, entry in parsed if not entry.errors or start in self._good}
-        self.errors = _first_error(p for _, _, p in parsed)
-        self.repaired = frozenset().union(*(p.repaired for _, _, p in parsed))
+        self.errors = _first_error(broken)
+        self.repaired = frozenset().union(*(p.repaired for p in broken))
 
         imports = ImportMap()
         ordered = sorted(
@@ -489,7 +503,8 @@ def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:
         repaired = parse(SourceText(padded))
         body = repaired.tree.body
         unsure = frozenset(id(s) for stmt in body if isinstance(stmt, ast.ClassDef) for s in stmt.body)
-        return _Parsed(body, _import_nodes(body, code), tuple(repaired.errors[:1]), repaired.repaired, unsure)
+        restored = repaired.text[start:] if repaired.text is not None else None  # less the padding
+        return _Parsed(body, _import_nodes(body, code), tuple(repaired.errors[:1]), repaired.repaired, unsure, restored)
     return _Parsed(tree.body, _import_nodes(tree.body, code))
 
 

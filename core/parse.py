@@ -35,6 +35,7 @@ class ParseResult:
     tree: ast.Module
     errors: list[SyntaxProblem] = field(default_factory=list)
     repaired: frozenset[int] = frozenset()  # 0-based lines whose statement the error recovery dropped (neutralised)
+    text: str | None = None  # the text the repair made, when it dropped no statement
 
     @property
     def ok(self) -> bool:
@@ -69,7 +70,7 @@ def parse(source: SourceText, *, force_recovery: bool = False, cells: Sequence[t
     errors = [p for p in (first or problem,) if p is not None]
     if tree is None:
         return ParseResult(ast.Module(body=[], type_ignores=[]), errors or [SyntaxProblem("invalid syntax", Position(0, 0))])
-    return ParseResult(tree, errors, repaired)
+    return ParseResult(tree, errors, repaired, None if repaired else "".join(lines))
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")

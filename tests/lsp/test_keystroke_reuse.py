@@ -107,8 +107,12 @@ def test_a_bracket_typed_into_an_import_rechecks_that_import_only() -> None:
     doc.prime()
     _edit(doc, 2, len("    RANK,"), "(", 1)
     _same_as_fresh(doc, config)
-    assert doc.scoped.rechecked == 1 and doc.builder.rebuilt == 1
+    assert doc.scoped.rechecked == 0 and doc.builder.rebuilt == 0  # the repair undid the keystroke: the last good import stands
+    assert doc.analysis(config).syntax_errors  # and the error is reported
     assert "TPF001" in {d.code for d in doc.analysis(config).diagnostics}  # the loop below keeps its finding
+    _edit(doc, 2, len("    RANK,("), "  # rank", 2)  # the import's text changes, not what it brings in
+    _same_as_fresh(doc, config)
+    assert doc.scoped.rechecked == 1 and doc.builder.rebuilt == 1
     doc.close()
 
 
@@ -511,4 +515,47 @@ def test_an_import_inside_a_function_binds_no_module_level_name() -> None:
     _edit(doc, line, len("    return dist.get_rank() + 1"), "0", 1)
     _same_as_fresh(doc, config)
     assert doc.scoped.rechecked == 1  # rank() only: world() imports `dist` into its own scope
+    doc.close()
+
+
+CONFIGS = """import torch
+
+
+def _cfg(url="", **kwargs):
+    return {"url": url, **kwargs}
+
+
+default_cfgs = dict({
+    "a": _cfg(
+        url="a.pth",
+        crop=0.9),
+    "b": _cfg(
+        url="b.pth",
+        crop=0.8),
+})
+
+
+@register_model
+def model_a(pretrained=False):
+    return torch.nn.Linear(2, 2)
+
+
+def train(model, loader, optimizer):
+    for x in loader:
+        model(x).sum().backward()
+        optimizer.step()
+"""
+
+
+def test_a_keystroke_the_repair_undoes_rechecks_nothing() -> None:
+    doc = Document("file:///tmp/reuse/configs.py", CONFIGS, 0)
+    config = Config(select=("ALL",))
+    assert "TPF001" in {d.code for d in doc.analysis(config).diagnostics}
+    line = CONFIGS.split("\n").index('    "a": _cfg(')
+    _edit(doc, line, len('    "a": _cfg('), "(", 1)  # `_cfg((`: parso ends the dict's statement at `})` and at `@register_model`
+    _same_as_fresh(doc, config)
+    assert doc.analysis(config).syntax_errors
+    assert doc.scoped.rechecked == 0 and doc.builder.rebuilt == 0  # the statements as they were, with their findings
+    starts = [chunk[0] for chunk, _, _ in doc.builder.units]
+    assert CONFIGS.split("\n").index("})") not in starts and CONFIGS.split("\n").index("@register_model") in starts
     doc.close()
