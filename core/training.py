@@ -158,7 +158,7 @@ class TrainingModel:
         self._segments: dict[int, tuple[Event, tuple[tuple[Event, ...], ...], tuple[Event, ...]]] = {}
         self._kinds: dict[str, int] | None = None  # `may_hold`'s bits per function
         self._stars: dict[str, str | None] = {}  # `_star_import` by name
-        self._on_disk: dict[str, bool] = {}  # `_may_follow`: whether the project holds the module of a name
+        self._on_disk: dict[tuple[str, bool], bool] = {}  # `_may_follow` by name: an import of a module of the project
 
     def _imported_kind(self, callee: str) -> Kind | None:
         """What a function imported from the user's other modules returns (`get_optimizer(cfg)`
@@ -275,12 +275,11 @@ class TrainingModel:
     def _may_follow(self, call: Event) -> bool:
         """`_inline_foreign` may find events of another module at `call`."""
         qualified = self._star_import(call) or call.name or ""
-        if not self._worth_following(call, qualified):
-            return False
-        if qualified not in self._on_disk:
+        key = (qualified, qualified == call.name)
+        if key not in self._on_disk:  # by name: a module of the project that may define it
             assert self.project is not None
-            self._on_disk[qualified] = self.project.may_define(self.model.path, qualified)
-        return self._on_disk[qualified]
+            self._on_disk[key] = self._imported_function(call, qualified) and self.project.may_define(self.model.path, qualified)
+        return self._on_disk[key] and self._handed_training(call)
 
     def expanded(self, qualname: str, _stack: tuple[str, ...] = ()) -> tuple[Event, ...]:
         """A function's events with same-file callees inlined after each call."""
@@ -443,11 +442,17 @@ class TrainingModel:
         return self._stars[name]
 
     def _worth_following(self, call: Event, qualified: str) -> bool:
+        return self._imported_function(call, qualified) and self._handed_training(call)
+
+    def _imported_function(self, call: Event, qualified: str) -> bool:
+        """`qualified` (what `call` names) is reached through an import of something not a library's."""
         head = qualified.partition(".")[0]
         if "." not in qualified or not head or library_name(qualified) or qualified.startswith("self."):
             return False
-        if not self.model.imports.brings_in(qualified) and qualified == call.name:
-            return False  # reached through an import, not a local binding
+        return self.model.imports.brings_in(qualified) or qualified != call.name  # else a local binding
+
+    def _handed_training(self, call: Event) -> bool:
+        """The call runs in a loop of the analysed file, or is handed a model or an optimizer."""
         if call.loops and len(self._stack) == 1:
             return True  # beyond the analysed file, only calls handed a model or an optimizer are followed
         return any(

@@ -523,6 +523,8 @@ def _phase_loops(ctx: Context) -> Iterator[Diagnostic]:
     path: the other phase evaluates in training mode."""
     training = ctx.training
     for loop in ctx.model.loops.values():
+        if not training.may_hold(loop.function, EventKind.TRAIN_MODE):
+            continue
         events = training.iteration(loop)
         modes = mode_events(events)
         trains = [e for e in modes if e.kind is EventKind.TRAIN_MODE and not e.inner and e.receiver]

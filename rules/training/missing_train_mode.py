@@ -105,6 +105,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     reported: set[Span] = set()
     evaluations: set[Span] = set()  # the `eval()` calls reported, each once
     for loop in ctx.model.loops.values():
+        if not training.may_hold(loop.function, EventKind.EVAL_MODE):
+            continue
         events = training.iteration(loop)
         evals = [e for e in events if e.kind is EventKind.EVAL_MODE and not e.inner and e.receiver]
         if not evals or any(e.kind is EventKind.TRAIN_MODE for e in events):

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torch_preflight.core.diagnostics import Diagnostic, Related, Severity
-from torch_preflight.core.semantic import Event
+from torch_preflight.core.semantic import Event, EventKind
 from torch_preflight.rules.base import Context, RuleMeta, report
 
 META = RuleMeta(
@@ -55,6 +55,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
     seen: set = set()
     for loop in ctx.model.loops.values():
+        if not training.may_hold(loop.function, EventKind.STEP):
+            continue
         events = training.iteration(loop)
         for index, event in enumerate(events):
             if event.inner or event.span in seen or not training.is_scheduler_step(event) or event.args or event.keywords:
