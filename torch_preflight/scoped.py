@@ -34,7 +34,16 @@ from dataclasses import dataclass, field, replace
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
-from torch_preflight.core.members import Names, Uses, changed_calls, class_uses, passes_changed, returns_same, settled_members, uses_of
+from torch_preflight.core.members import (
+    Names,
+    Uses,
+    changed_calls,
+    class_uses,
+    passes_changed,
+    returns_same,
+    settled_members,
+    uses_of,
+)
 from torch_preflight.core.memory import ShapeMismatch
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Dependency, Project
