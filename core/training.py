@@ -205,6 +205,7 @@ class TrainingModel:
         # caller keeps no previous model once a file it read changed (torch_preflight/scoped.py)
         self._foreign.update(previous._foreign)
         self._stars.update(previous._stars)
+        self._on_disk.update(previous._on_disk)
         self._foreign_loops.update(previous._foreign_loops)
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only

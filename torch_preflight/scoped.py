@@ -274,9 +274,16 @@ class ScopedChecker:
         closures = None
         if previous is not None and diff is not None:
             # the plain closure first: when it leaves a submodel to check, or the edit is not inside one
-            # function (whose calls say what it passes on), narrowing it costs more than it saves
+            # function (whose calls say what it passes on), narrowing it costs more than it saves; so it
+            # does for a method of a class that is most of the module (over two thirds of its lines: the
+            # callees it could spare are few, and `settled_members` settles its other methods anyway)
             closures = _dirty(previous, units, diff, None)
-            one = diff.prefix + diff.suffix + 1 == len(units) == len(previous.units) and _edited_function(previous.units[diff.prefix], units[diff.prefix]) is not None
+            (a, b), _, _ = builder.units[diff.prefix] if diff.prefix < len(builder.units) else ((0, 0), "", [])
+            one = (
+                diff.prefix + diff.suffix + 1 == len(units) == len(previous.units)
+                and _edited_function(previous.units[diff.prefix], units[diff.prefix]) is not None
+                and (units[diff.prefix].cls is None or 3 * (b - a) <= 2 * lines)
+            )
             if closures is not None and one and not _small(closures[1], builder, lines):
                 closures = _dirty(previous, units, diff, uses_of_unit)
         kept = {u.text for u in units} | ({u.text for u in last.units} if last is not None else set())
@@ -559,12 +566,13 @@ def _dirty(
     # values to (`members.changed_calls` for the edited function, `members.passes_changed` for one
     # that spreads unchanged): another callee has the same parameters, so what it exports (its
     # expansion, its return's provenance) is the same; it is checked again (`silent`) but spreads nothing.
-    # An edited function that returns what it returned (`members.returns_same`) changes its callers'
-    # expansions, not the values they pass on: its name is no changed value for `passes_changed`.
+    # An edited function (or the one edited method of a class) that returns what it returned
+    # (`members.returns_same`) changes its callers' expansions, not the values they pass on: its name
+    # is no changed value for `passes_changed`.
     # (Not for a function over `NARROWED_LINES` lines: comparing its versions costs more than it saves.)
     # (`uses` None: no narrowing, every callee spreads.)
     edited: dict[int, frozenset[str]] = {}  # index -> the reads it spreads, for an edited function
-    same: frozenset[str] = frozenset()  # the edited function's name, when its callers receive what they received
+    same: frozenset[str] = frozenset()  # what the edited statement binds, when its readers receive what they received
     pair = _edited_function(changed_old[0], units[diff.prefix]) if uses is not None and len(changed_old) == 1 and len(changed) == 1 else None
     if uses is not None and pair is not None and (pair[1].end_lineno or pair[1].lineno) - pair[1].lineno < NARROWED_LINES:
         before, after = pair
