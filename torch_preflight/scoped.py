@@ -278,11 +278,10 @@ class ScopedChecker:
             # does for a method of a class that is most of the module (over two thirds of its lines: the
             # callees it could spare are few, and `settled_members` settles its other methods anyway)
             closures = _dirty(previous, units, diff, None)
-            (a, b), _, _ = builder.units[diff.prefix] if diff.prefix < len(builder.units) else ((0, 0), "", [])
             one = (
                 diff.prefix + diff.suffix + 1 == len(units) == len(previous.units)
                 and _edited_function(previous.units[diff.prefix], units[diff.prefix]) is not None
-                and (units[diff.prefix].cls is None or 3 * (b - a) <= 2 * lines)
+                and (units[diff.prefix].cls is None or 3 * _span(builder, diff.prefix) <= 2 * lines)
             )
             if closures is not None and one and not _small(closures[1], builder, lines):
                 closures = _dirty(previous, units, diff, uses_of_unit)
@@ -529,9 +528,15 @@ def _global(unit: _Unit) -> bool:
     return unit.is_import or unit.grad_switch
 
 
+def _span(builder: IncrementalBuilder, index: int) -> int:
+    """The lines of one top-level statement."""
+    (a, b), _, _ = builder.units[index]
+    return b - a
+
+
 def _small(dirty: set[int], builder: IncrementalBuilder, lines: int) -> bool:
     """Whether the local rules check `dirty` on a submodel: under half the module's statements and lines."""
-    return len(dirty) * 2 <= len(builder.units) and 2 * sum(b - a for (a, b), _, _ in (builder.units[i] for i in dirty)) <= lines
+    return len(dirty) * 2 <= len(builder.units) and 2 * sum(_span(builder, i) for i in dirty) <= lines
 
 
 def _dirty(
