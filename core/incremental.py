@@ -162,7 +162,7 @@ class IncrementalBuilder:
             new_parsed[key] = entry
             broken.append(entry)
             good = self._good.get(start) if entry.errors and entry.restored is not None else None
-            if good is not None and good[0] == entry.restored:
+            if good is not None and good[0] == entry.restored and _reads_alike(good[0], code):
                 code, entry = good  # the repair undid the keystroke (a bracket typed where none opens): the last good statement stands
             parsed.append((start, code, entry))
         self._parsed = new_parsed
@@ -484,6 +484,14 @@ def _split_tree(tree: ast.Module, chunks: list[Chunk]) -> list[list[ast.stmt]] |
             return None
         groups[index].append(stmt)
     return groups
+
+
+def _reads_alike(restored: str, code: str) -> bool:
+    """Every line of `restored` starts its line of `code` (a repair that dropped what was typed at a line's end):
+    a position in the restored statement reads the same text in both, so its model is the broken statement's.
+    A repair that moved text (a line's unexpected indent taken away) does not qualify."""
+    old, new = restored.split("\n"), code.split("\n")
+    return len(old) == len(new) and all(b.startswith(a) for a, b in zip(old, new, strict=True))
 
 
 def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:

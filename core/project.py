@@ -69,6 +69,7 @@ class Project:
     _program: Program | None = field(default=None, repr=False)
     _parsed: OrderedDict[tuple[str, int], _Parsed | None] = field(default_factory=OrderedDict, repr=False)
     _slices: dict[tuple[str, int, str], ModuleModel | None] = field(default_factory=dict, repr=False)
+    _trees: dict[tuple[str, int], ParsedModule | None] = field(default_factory=dict, repr=False)
 
     @property
     def program(self) -> Program:
@@ -82,7 +83,7 @@ class Project:
 
     def cached_modules(self) -> int:
         """How many module models and slices this project holds (a long run starts a new one past a bound)."""
-        return len(self._models) + len(self._slices)
+        return len(self._models) + len(self._slices) + len(self._trees)
 
     def unchanged(self, dep: Dependency) -> bool:
         """Whether what an analysis read is still there: an editor buffer by its text, a file by its stat."""
@@ -183,6 +184,30 @@ class Project:
         if path is None:
             return None
         return self._load(path, used)
+
+    def parsed_module(self, importer: str, module: str, used: dict[str, Dependency], budget: Budget | None = None) -> ParsedModule | None:
+        """`module` as seen from `importer`, parsed but not modelled: what the estimator's interpreter runs
+        (a semantic model costs about three parses and it reads none of it). The tree of a module
+        modelled already is reused. None also when it does not fit `budget` (then `budget.cuts` grows)."""
+        path = self._find(importer, module)
+        version = self._version(path, used) if path is not None else None
+        if path is None or version is None:
+            return None
+        key, text, size = version
+        if budget is not None and not budget.spend(path, size):
+            return None
+        model = self._models.get(key)
+        if model is not None and model.tree is not None:
+            return ParsedModule(path, model.tree, model.imports)
+        if key not in self._trees:
+            for stale in [k for k in self._trees if k[0] == path]:
+                del self._trees[stale]  # an older version of an editor buffer
+            parsed = self._parsed.get(key)
+            if parsed is None:
+                text = self._text(path, text, size)
+                parsed = _Parsed.of(SourceText(text)) if text is not None else None
+            self._trees[key] = ParsedModule(path, parsed.tree, parsed.imports) if parsed is not None else None
+        return self._trees[key]
 
     def _find(self, importer: str, module: str) -> str | None:
         """Beside the importer or in a parent folder up to the project root; else ask jedi,
@@ -338,6 +363,15 @@ class Budget:
     def replay(self, files: tuple[tuple[str, int], ...]) -> bool:
         """Charge what a memoised computation read, as computing it again would; False when one does not fit."""
         return all(self.spend(path, size) for path, size in files)
+
+
+@dataclass(frozen=True)
+class ParsedModule:
+    """Another module of the project as a syntax tree and its import map, without a semantic model."""
+
+    path: str
+    tree: ast.Module
+    imports: ImportMap
 
 
 @dataclass(frozen=True)

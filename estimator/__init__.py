@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from torch_preflight.core.config import Config
 from torch_preflight.core.memory import Assumption, LayerEstimate, MemoryReport, Suggestion
 from torch_preflight.core.parse import parse
-from torch_preflight.core.project import Project, ProjectView
+from torch_preflight.core.project import FOREIGN_BUDGET_BYTES, Project, ProjectView
 from torch_preflight.core.semantic import ModuleModel, build
 from torch_preflight.core.source import SourceText
 from torch_preflight.estimator import library_sources, ops
@@ -332,6 +332,10 @@ def _estimate(model: ModuleModel, tree: ast.Module, options: EstimateOptions, pr
     if not reports and it.out_of_budget:  # not "no model": the work budget ran out before the script built one
         return [failed_report("the script is too long to interpret: the work budget ran out before a model was built",
                               options.device)]
+    if not reports and it.unread and (it.optimizers or it.stepped):  # a script that trains what it could not read
+        unread = ", ".join(f"`{m}`" for m in dict.fromkeys(it.unread))
+        return [failed_report(f"the trained model was not found: {unread} not read, over the read budget of other modules "
+                              f"({FOREIGN_BUDGET_BYTES // 1000} kB)", options.device)]
     return reports
 
 

@@ -84,6 +84,7 @@ class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
         self.unread_data = False  # a loop over a file was skipped: the lengths of lists, dicts and objects are not known
         self.fast = Compiler(self)  # loops over many values run compiled (estimator.interp_fast)
         self.out_of_budget = False
+        self.unread: list[str] = []  # the project's modules over the read budget (`other_module`)
         self.setup_bytes = 0  # the largest tensor the script builds outside its steps (the CPU's peak may be there)
         self.grad_enabled = True
         self.autocast: str | None = force_autocast

@@ -7,9 +7,9 @@ import ast
 import os
 from typing import TYPE_CHECKING, Any
 
-from torch_preflight.core.names import dotted
+from torch_preflight.core.names import ImportMap, dotted
 from torch_preflight.core.parse import parse
-from torch_preflight.core.semantic import ModuleModel, build
+from torch_preflight.core.project import FOREIGN_BUDGET_BYTES, ParsedModule
 from torch_preflight.core.source import SourceText
 from torch_preflight.estimator import architectures, configs, library_sources
 from torch_preflight.estimator.scope import (
@@ -176,22 +176,35 @@ class Calls:
         if key in self.user_values:
             return self.user_values[key]
         self.user_values[key] = None  # a cycle resolves to nothing
-        try:
-            model = self.project.project.module(self.cur_path, module, self.project.used)
-        except Exception:  # the project lookup is best effort
-            model = None
+        found = self.other_module(module)
         value = None
-        if model is not None and model.tree is not None and model.path != self.model.path:
-            scope = self.load_module(model, module)
+        if found is not None and found.path != self.model.path:
+            scope = self.load_module(found, module)
             value = scope.vars.get(name) if scope is not None else None
             if isinstance(value, Qualified):  # re-exported: `from .layers import Block` in a package __init__
-                saved, self.cur_path = self.cur_path, model.path
+                saved, self.cur_path = self.cur_path, found.path
                 try:
                     value = self.user_value(value.name)
                 finally:
                     self.cur_path = saved
         self.user_values[key] = value
         return value
+
+    def other_module(self: Interpreter, module: str) -> ParsedModule | None:
+        """The project's module `module` as seen from the running file, within the read budget of the
+        analysis (`ProjectView.budget`, which also bounds the whole-program model): one that does not fit
+        is not read, and the estimate says so rather than running on without it."""
+        assert self.project is not None
+        budget = self.project.budget
+        cuts = budget.cuts
+        try:
+            found = self.project.project.parsed_module(self.cur_path, module, self.project.used, budget)
+        except Exception:  # the project lookup is best effort
+            return None
+        if budget.cuts > cuts:
+            self.unread.append(module)
+            self.problem(f"module `{module}` was not read: {_OVER_BUDGET}", None)
+        return found
 
     def library_value(self: Interpreter, qualified: str) -> Any:
         """A model function or class of a library (`torchvision.models.resnet50`): read from the library's source file
@@ -208,8 +221,7 @@ class Calls:
         module, name = catalogued
         path = f"<{module}>"
         if path not in self.user_modules:
-            source = SourceText(architectures.source(module))
-            self.load_module(build(parse(source).tree, source, path), module)
+            self.load_module(_parsed(architectures.source(module), path), module)
         scope = self.user_modules.get(path)
         self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
         return scope.vars.get(name) if scope is not None else None
@@ -218,8 +230,7 @@ class Calls:
         """What the top level of a library's source file (`module`, read from `path`) binds to `name`, the file run once."""
         if path not in self.user_modules:
             self.library_files.add(path)
-            source = SourceText(library_sources.read(path))
-            self.load_module(build(parse(source).tree, source, path, module), module)
+            self.load_module(_parsed(library_sources.read(path), path, module), module)
         scope = self.user_modules.get(path)
         return scope.vars.get(name) if scope is not None else None
 
@@ -229,11 +240,8 @@ class Calls:
         module = (node.module or "").lstrip(".")
         if self.project is None or not module or module.split(".")[0] in LIBRARIES:
             return
-        try:
-            model = self.project.project.module(self.cur_path, module, self.project.used)
-        except Exception:  # the project lookup is best effort
-            model = None
-        other = self.load_module(model, module) if model is not None and model.tree is not None and model.path != self.model.path else None
+        found = self.other_module(module)
+        other = self.load_module(found, module) if found is not None and found.path != self.model.path else None
         if other is None:
             self.problem(f"`from {'.' * node.level}{node.module or ''} import *`: the module was not found", node)
             return
@@ -268,22 +276,33 @@ class Calls:
         """The running file when it is one of the user's other modules, else ""."""
         return self.cur_path if self.cur_path != self.model.path else ""
 
-    def load_module(self: Interpreter, model: ModuleModel, name: str) -> Scope | None:
-        if model.path in self.user_modules:
-            return self.user_modules[model.path]
-        self.user_modules[model.path] = None
-        scope = Scope(imports=model.imports, path=model.path)
+    def load_module(self: Interpreter, module: ParsedModule, name: str) -> Scope | None:
+        """Run another module's top level once, like an import: its scope (None while it loads: a cycle)."""
+        if module.path in self.user_modules:
+            return self.user_modules[module.path]
+        self.user_modules[module.path] = None
+        scope = Scope(imports=module.imports, path=module.path)
         scope.vars["__name__"] = name
         saved = (self.in_script, self.cur_path)
-        self.in_script, self.cur_path = 0, model.path
+        self.in_script, self.cur_path = 0, module.path
         try:
-            self.exec_block(model.tree.body, scope)  # type: ignore[union-attr]
+            self.exec_block(module.tree.body, scope)
         except (_Return, _Break, _Continue):
             pass
         finally:
             self.in_script, self.cur_path = saved
-        self.user_modules[model.path] = scope
+        self.user_modules[module.path] = scope
         return scope
+
+
+_OVER_BUDGET = f"the project's modules the estimate needs are over the read budget ({FOREIGN_BUDGET_BYTES // 1000} kB)"
+
+
+def _parsed(text: str, path: str, module: str = "") -> ParsedModule:
+    """A library's source file (or a catalogued architecture) as the interpreter runs it; relative imports
+    resolved against `module`."""
+    tree = parse(SourceText(text)).tree
+    return ParsedModule(path, tree, ImportMap.from_tree(tree, module))
 
 
 

@@ -115,3 +115,32 @@ def test_cli_and_budget_rule_read_the_other_module(tmp_path: Path, capsys: objec
     result = analyze(TRAIN, str(script), Config(select=("TPF401",), gpu_memory=1024))
     assert [d.code for d in result.diagnostics] == ["TPF401"]
     assert {str(tmp_path / "models.py"), str(tmp_path / "layers.py")} <= {d.path for d in result.dependencies}
+
+
+def test_a_module_over_the_read_budget_is_not_read_and_the_estimate_says_so(tmp_path: Path) -> None:
+    # the model's base class lives in a module larger than what one analysis may read of other modules
+    from torch_preflight.core.project import FOREIGN_BUDGET_BYTES
+
+    (tmp_path / "pyproject.toml").write_text("")
+    filler = "".join(f"X{i} = {i}\n" for i in range(FOREIGN_BUDGET_BYTES // 8))
+    (tmp_path / "big.py").write_text(MODELS.replace("from layers import conv_block\n", "").replace(
+        "self.body = conv_block(3, hidden)", "self.body = nn.Conv2d(3, hidden, 3, padding=1)") + filler)
+    assert (tmp_path / "big.py").stat().st_size > FOREIGN_BUDGET_BYTES
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN.replace("from models import Net", "from big import Net"))
+    (failed,) = estimate_source(script.read_text(), str(script), EstimateOptions(device="cpu"))
+    assert not failed.complete and "`big` not read, over the read budget" in failed.unknowns[0].text
+    # the same model within the budget is read and complete
+    (tmp_path / "small.py").write_text((tmp_path / "big.py").read_text()[: len(MODELS) + 200].rsplit("\n", 1)[0] + "\n")
+    script.write_text(TRAIN.replace("from models import Net", "from small import Net"))
+    (report,) = estimate_source(script.read_text(), str(script), EstimateOptions(device="cpu"))
+    assert report.model == "Net" and report.complete
+
+
+def test_the_interpreter_reads_other_modules_without_modelling_them(tmp_path: Path) -> None:
+    script = write(tmp_path)
+    project = Project()
+    (report,) = estimate_source(TRAIN, str(script), EstimateOptions(device="cpu"), project=project.view())
+    assert report.complete
+    assert project._models == {}  # parsed (ParsedModule) but no semantic model built
+    assert {key[0] for key in project._trees} == {str(tmp_path / "models.py"), str(tmp_path / "layers.py")}

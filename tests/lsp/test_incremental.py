@@ -118,6 +118,7 @@ def test_random_edits_match_full_analysis(edits: list[tuple[float, float, str]],
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(edit, min_size=1, max_size=5))
+@example([(0.0, 1.0, ""), (0.0, 0.0, "\t")])  # a repair that takes an indent away gives back the old text, moved
 def test_incremental_model_equals_full_build(edits: list[tuple[float, float, str]]) -> None:
     builder = IncrementalBuilder()
     for source, model in incremental_builds(builder, BASE, edits, "<prop-test>"):
