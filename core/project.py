@@ -20,6 +20,7 @@ import copy
 import os
 import sys
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +70,7 @@ class Project:
     _program: Program | None = field(default=None, repr=False)
     _parsed: OrderedDict[tuple[str, int], _Parsed | None] = field(default_factory=OrderedDict, repr=False)
     _slices: dict[tuple[str, int, str], ModuleModel | None] = field(default_factory=dict, repr=False)
-    _trees: dict[tuple[str, int], ParsedModule | None] = field(default_factory=dict, repr=False)
+    _trees: dict[tuple[str, int, str], ParsedModule | None] = field(default_factory=dict, repr=False)
 
     @property
     def program(self) -> Program:
@@ -190,24 +191,28 @@ class Project:
         (a semantic model costs about three parses and it reads none of it). The tree of a module
         modelled already is reused. None also when it does not fit `budget` (then `budget.cuts` grows)."""
         path = self._find(importer, module)
-        version = self._version(path, used) if path is not None else None
-        if path is None or version is None:
+        return self.parsed_file(path, used, budget) if path is not None else None
+
+    def parsed_file(self, path: str, used: dict[str, Dependency], budget: Budget | None = None, module_name: str = "") -> ParsedModule | None:
+        """The file `path` parsed (cached per version, like the models); `module_name` resolves its relative
+        imports (a library's file), else they keep their dots."""
+        version = self._version(path, used)
+        if version is None:
             return None
         key, text, size = version
         if budget is not None and not budget.spend(path, size):
             return None
-        model = self._models.get(key)
-        if model is not None and model.tree is not None:
-            return ParsedModule(path, model.tree, model.imports)
-        if key not in self._trees:
-            for stale in [k for k in self._trees if k[0] == path]:
+        tree_key = (*key, module_name)
+        if tree_key not in self._trees:
+            for stale in [k for k in self._trees if k[0] == path and k[1] != key[1]]:
                 del self._trees[stale]  # an older version of an editor buffer
-            parsed = self._parsed.get(key)
-            if parsed is None:
+            model = None if module_name else self._models.get(key)
+            parsed: _Parsed | ModuleModel | None = model if model is not None and model.tree is not None else self._parsed.get(key)
+            if parsed is None or module_name:
                 text = self._text(path, text, size)
-                parsed = _Parsed.of(SourceText(text)) if text is not None else None
-            self._trees[key] = ParsedModule(path, parsed.tree, parsed.imports) if parsed is not None else None
-        return self._trees[key]
+                parsed = _Parsed.of(SourceText(text), module_name) if text is not None else None
+            self._trees[tree_key] = ParsedModule(path, parsed.tree, parsed.imports) if parsed is not None and parsed.tree is not None else None
+        return self._trees[tree_key]
 
     def _find(self, importer: str, module: str) -> str | None:
         """Beside the importer or in a parent folder up to the project root; else ask jedi,
@@ -365,13 +370,53 @@ class Budget:
         return all(self.spend(path, size) for path, size in files)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ParsedModule:
     """Another module of the project as a syntax tree and its import map, without a semantic model."""
 
     path: str
     tree: ast.Module
     imports: ImportMap
+    _by_name: dict[str, list[int]] | None = field(default=None, compare=False, repr=False)
+    _mentions: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
+
+    def statements_for(self, names: Iterable[str]) -> list[int]:
+        """The indices, in order, of the top-level statements that binding `names` as the module's top level
+        needs: the imports, and to a fixed point from `names`, every def or class of a name the kept
+        code mentions and every other statement that mentions one (it may bind, change or register it:
+        `Block.forward = ...`, `registry[name] = Block`, `if fused: Attention = FusedAttention`). What no kept
+        name reaches (a table of pretrained weights, the module's other models) is left unrun."""
+        by_name = self._index()
+        body = self.tree.body
+        kept = {i for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}
+        todo = list(dict.fromkeys(names))
+        seen = set(todo)
+        while todo:
+            for index in by_name.get(todo.pop(), ()):
+                if index not in kept:
+                    kept.add(index)
+                    for name in self._mentioned(index):
+                        if name not in seen:
+                            seen.add(name)
+                            todo.append(name)
+        return sorted(kept)
+
+    def _index(self) -> dict[str, list[int]]:
+        if self._by_name is None:
+            self._by_name = {}
+            for index, stmt in enumerate(self.tree.body):
+                if isinstance(stmt, _DEFS):
+                    self._by_name.setdefault(stmt.name, []).append(index)
+                elif not isinstance(stmt, _IMPORTS):
+                    for name in self._mentioned(index):
+                        self._by_name.setdefault(name, []).append(index)
+        return self._by_name
+
+    def _mentioned(self, index: int) -> set[str]:
+        found = self._mentions.get(index)
+        if found is None:
+            found = self._mentions[index] = _mentions(self.tree.body[index])[0]
+        return found
 
 
 @dataclass(frozen=True)
@@ -386,9 +431,9 @@ class _Parsed:
     mentions: dict[int, tuple[set[str], set[str]]] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def of(cls, source: SourceText) -> _Parsed:
+    def of(cls, source: SourceText, module_name: str = "") -> _Parsed:
         tree = parse(source).tree
-        return cls(source, tree, ImportMap.from_tree(tree))
+        return cls(source, tree, ImportMap.from_tree(tree, module_name))
 
 
 def _slice(tree: ast.Module, name: str, memo: dict[int, tuple[set[str], set[str]]] | None = None) -> ast.Module:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from torch_preflight.core.project import ProjectView
+from torch_preflight.core.project import ParsedModule, ProjectView
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.estimator import catalog, hf_data
 from torch_preflight.estimator.interp_calls import Calls
@@ -67,7 +67,8 @@ class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
         self.project = project  # resolves imports into the user's other modules (model classes, configs)
         self.library_paths = library_paths  # the import path libraries' models are read from (None: the catalog only)
         self.library_files: set[str] = set()  # the libraries' source files read
-        self.user_modules: dict[str, Scope | None] = {}  # path -> its module scope (None while it loads)
+        self.loaded: dict[str, tuple[Scope, set[int]]] = {}  # path -> its module scope, the top-level statements run
+        self.library_trees: dict[str, ParsedModule] = {}  # library sources parsed without a project (architectures' too)
         self.user_values: dict[tuple[str, str], Any] = {}
         self.cur_path = model.path  # the file whose code is running
         self.tree = tree

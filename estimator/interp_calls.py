@@ -166,7 +166,7 @@ class Calls:
     # ---- the user's other modules ----------------------------------------------------------------
     def user_value(self: Interpreter, qualified: str) -> Any:
         """`models.UNet` imported from the user's own module (`from models import UNet`): the value
-        that module's top level binds to the name, its top level run once, like an import; None when
+        that module's top level binds to the name (what binding it needs of the top level run once); None when
         the name is not one of the project's modules (libraries, unresolved imports)."""
         module, _, name = qualified.rpartition(".")
         module = module.lstrip(".")  # a relative import (`from .parts import Down`): looked for beside the importer, then above
@@ -179,8 +179,7 @@ class Calls:
         found = self.other_module(module)
         value = None
         if found is not None and found.path != self.model.path:
-            scope = self.load_module(found, module)
-            value = scope.vars.get(name) if scope is not None else None
+            value = self.run_module(found, module, (name,)).vars.get(name)
             if isinstance(value, Qualified):  # re-exported: `from .layers import Block` in a package __init__
                 saved, self.cur_path = self.cur_path, found.path
                 try:
@@ -220,19 +219,22 @@ class Calls:
             return None
         module, name = catalogued
         path = f"<{module}>"
-        if path not in self.user_modules:
-            self.load_module(_parsed(architectures.source(module), path), module)
-        scope = self.user_modules.get(path)
+        tree = self.library_trees.get(path)
+        if tree is None:
+            tree = self.library_trees[path] = _parsed(architectures.source(module), path)
         self.assume(f"{qualified} read from torch-preflight's catalog of common architectures (the library itself is not read)", None)
-        return scope.vars.get(name) if scope is not None else None
+        return self.run_module(tree, module, (name,)).vars.get(name)
 
     def library_definition(self: Interpreter, path: str, module: str, name: str) -> Any:
-        """What the top level of a library's source file (`module`, read from `path`) binds to `name`, the file run once."""
-        if path not in self.user_modules:
-            self.library_files.add(path)
-            self.load_module(_parsed(library_sources.read(path), path, module), module)
-        scope = self.user_modules.get(path)
-        return scope.vars.get(name) if scope is not None else None
+        """What the top level of a library's source file (`module`, read from `path`) binds to `name`, the part of
+        the file that binding needs run once."""
+        self.library_files.add(path)
+        found = self.project.project.parsed_file(path, {}, module_name=module) if self.project is not None else None
+        if found is None:
+            found = self.library_trees.get(path)
+            if found is None:
+                found = self.library_trees[path] = _parsed(library_sources.read(path), path, module)
+        return self.run_module(found, module, (name,)).vars.get(name)
 
     def import_star(self: Interpreter, node: ast.ImportFrom, scope: Scope) -> None:
         """`from models import *` / `from .parts import *` of the user's own module: its public names (or its
@@ -241,7 +243,7 @@ class Calls:
         if self.project is None or not module or module.split(".")[0] in LIBRARIES:
             return
         found = self.other_module(module)
-        other = self.load_module(found, module) if found is not None and found.path != self.model.path else None
+        other = self.run_module(found, module) if found is not None and found.path != self.model.path else None
         if other is None:
             self.problem(f"`from {'.' * node.level}{node.module or ''} import *`: the module was not found", node)
             return
@@ -253,8 +255,8 @@ class Calls:
 
     def module_vars(self: Interpreter) -> dict[str, Any]:
         """`globals()`: the running module's variables, live (a configurator assigns through it)."""
-        scope = self.user_modules.get(self.cur_path) if self.cur_path != self.model.path else None
-        return (scope or self.globals).vars
+        loaded = self.loaded.get(self.cur_path) if self.cur_path != self.model.path else None
+        return (loaded[0] if loaded is not None else self.globals).vars
 
     def exec_file(self: Interpreter, path: str, node: ast.AST | None) -> None:
         """`exec(open(path).read())`: read that file of the project and run it in the script's globals (a
@@ -276,22 +278,29 @@ class Calls:
         """The running file when it is one of the user's other modules, else ""."""
         return self.cur_path if self.cur_path != self.model.path else ""
 
-    def load_module(self: Interpreter, module: ParsedModule, name: str) -> Scope | None:
-        """Run another module's top level once, like an import: its scope (None while it loads: a cycle)."""
-        if module.path in self.user_modules:
-            return self.user_modules[module.path]
-        self.user_modules[module.path] = None
-        scope = Scope(imports=module.imports, path=module.path)
-        scope.vars["__name__"] = name
-        saved = (self.in_script, self.cur_path)
-        self.in_script, self.cur_path = 0, module.path
-        try:
-            self.exec_block(module.tree.body, scope)
-        except (_Return, _Break, _Continue):
-            pass
-        finally:
-            self.in_script, self.cur_path = saved
-        self.user_modules[module.path] = scope
+    def run_module(self: Interpreter, module: ParsedModule, name: str, wanted: tuple[str, ...] | None = None) -> Scope:
+        """Another module's scope, as an import would bind it, with of its top level only what binding `wanted`
+        needs (`ParsedModule.statements_for`; all of it when None) run, each statement once: a model module's
+        table of pretrained weights or its other models are not run for the one block the script imports.
+        A statement asked for again while it runs (an import cycle) finds what is bound so far."""
+        loaded = self.loaded.get(module.path)
+        if loaded is None:
+            scope = Scope(imports=module.imports, path=module.path)
+            scope.vars["__name__"] = name
+            loaded = self.loaded[module.path] = (scope, set())
+        scope, done = loaded
+        body = module.tree.body
+        todo = [i for i in (module.statements_for(wanted) if wanted is not None else range(len(body))) if i not in done]
+        if todo:
+            done.update(todo)
+            saved = (self.in_script, self.cur_path)
+            self.in_script, self.cur_path = 0, module.path
+            try:
+                self.exec_block([body[i] for i in todo], scope)
+            except (_Return, _Break, _Continue):
+                pass
+            finally:
+                self.in_script, self.cur_path = saved
         return scope
 
 

@@ -144,3 +144,55 @@ def test_the_interpreter_reads_other_modules_without_modelling_them(tmp_path: Pa
     assert report.complete
     assert project._models == {}  # parsed (ParsedModule) but no semantic model built
     assert {key[0] for key in project._trees} == {str(tmp_path / "models.py"), str(tmp_path / "layers.py")}
+
+
+PRETRAINED_MODELS = """\
+import torch.nn as nn
+
+
+def _table():
+    rows = {}
+    for i in range(100_000):
+        rows[f"net_{i}"] = {"url": f"https://example.com/{i}", "mean": (0.5, 0.5, 0.5)}
+    return rows
+
+
+PRETRAINED = _table()  # a table of pretrained weights the model never reads
+WIDTHS = {"small": 16}
+
+
+class Net(nn.Module):
+    def __init__(self, size="large"):
+        super().__init__()
+        self.fc = nn.Linear(8, WIDTHS[size])
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+WIDTHS["large"] = 48  # added after the class: it counts
+"""
+
+
+def test_an_imported_name_runs_only_what_it_needs_of_its_module(tmp_path: Path) -> None:
+    # running models.py whole would spend the estimate's work budget on a table the model never reads
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "models.py").write_text(PRETRAINED_MODELS)
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN.replace("Net(hidden=32)", "Net()").replace("torch.randn(8, 3, 32, 32)", "torch.randn(8, 8)"))
+    (report,) = estimate_source(script.read_text(), str(script), EstimateOptions(device="cpu"))
+    assert report.complete
+    assert [(layer.name, layer.params) for layer in report.layers] == [("fc", 8 * 48 + 48)]
+
+
+def test_statements_for_keeps_what_binds_changes_or_registers_a_name() -> None:
+    import ast
+
+    from torch_preflight.core.names import ImportMap
+    from torch_preflight.core.project import ParsedModule
+
+    tree = ast.parse(PRETRAINED_MODELS)
+    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
+    kept = [ast.unparse(tree.body[i]).split("\n")[0] for i in module.statements_for(["Net"])]
+    assert kept == ["import torch.nn as nn", "WIDTHS = {'small': 16}", "class Net(nn.Module):", "WIDTHS['large'] = 48"]
+    assert module.statements_for(["PRETRAINED"]) == [0, 1, 2]  # the import, the function, the table

@@ -48,6 +48,8 @@ def environments() -> tuple[Path, Path, Path]:
     site = OUT / "env" / "lib" / "python3.12" / "site-packages"
     site.mkdir(parents=True, exist_ok=True)
     link = site / "torchvision"
+    if link.is_symlink() and link.resolve() != (PACKAGES / "torchvision").resolve():
+        link.unlink()  # left by a checkout elsewhere
     if not link.exists():
         link.symlink_to(PACKAGES / "torchvision")
     empty = OUT / "empty"
