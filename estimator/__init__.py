@@ -31,6 +31,7 @@ from torch_preflight.estimator.options import (
     gpu_memory,
 )
 from torch_preflight.estimator.record import Recorder, StepRecord
+from torch_preflight.estimator.scope import Cancelled
 from torch_preflight.estimator.timeline import Timeline, cuda_round, optimizer_bytes, simulate
 from torch_preflight.estimator.values import ITEMSIZE, Module, Optimizer, Tensor
 
@@ -68,16 +69,20 @@ def options_from_config(config: Config) -> EstimateOptions:
 
 def estimate_source(
     text: str, path: str = "<string>", options: EstimateOptions | Config | None = None, model: ModuleModel | None = None,
-    project: ProjectView | None = None,
+    project: ProjectView | None = None, stale: Callable[[], bool] | None = None,
 ) -> list[MemoryReport]:
     """Parse, model and estimate one file. Never raises: odd input gives [] or incomplete reports.
 
     `options` may also be the core Config (the language server passes its configuration).
     `model`, when the caller has already built it for this `text` (the server has), skips
     parsing and modelling again. `project` resolves imports into the user's other modules
-    (`from models import UNet`); by default a fresh one when `path` is a file on disk."""
+    (`from models import UNet`); by default a fresh one when `path` is a file on disk.
+    `stale`, asked now and then: once true the estimate stops and gives [] (the caller, who
+    knows it is stale, keeps nothing of it)."""
     if isinstance(options, Config):
         options = options_from_config(options)
+    if stale is not None:
+        options = replace(options or EstimateOptions(), stale=stale)
     try:
         if model is None or model.tree is None:
             source = SourceText(text)
@@ -86,6 +91,8 @@ def estimate_source(
         if project is None and os.path.isfile(path):
             project = Project().view()
         return estimate(model, model.tree, options or EstimateOptions(), project=project)
+    except Cancelled:
+        return []
     except Exception as exc:  # a bug in the estimator: say so rather than "no model found"
         text = f"internal error in estimator ({type(exc).__name__}: {str(exc)[:80]}); please report it"
         return [failed_report(text, (options or EstimateOptions()).device)]
@@ -105,7 +112,7 @@ def _interpret(model: ModuleModel, tree: ast.Module, options: EstimateOptions, b
     it = Interpreter(model, tree, device=options.device, batch_override=batch or options.batch_size, input_shape=options.input_shape,
                      force_autocast=autocast or options.autocast, dtype=options.dtype, project=project, argv=options.argv,
                      max_steps=ESTIMATE_STEPS, library_paths=library_sources.environment_paths(options.python),
-                     supplied=options.values, corpus_bytes=options.corpus_bytes)
+                     supplied=options.values, corpus_bytes=options.corpus_bytes, stale=options.stale)
     it.run()
     return it
 

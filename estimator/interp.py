@@ -15,6 +15,7 @@ estimator.scope holds its frames and limits.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import Any
 
 from torch_preflight.core.project import ParsedModule, ProjectView
@@ -30,6 +31,7 @@ from torch_preflight.estimator.record import Evaluation, Ops, Recorder, StepReco
 from torch_preflight.estimator.scope import (
     MAX_STEPS,
     Budget,
+    Cancelled,
     Instance,
     Scope,
     _Return,
@@ -49,6 +51,8 @@ from torch_preflight.estimator.values import (
     is_unknown,
 )
 
+STALE_EVERY = 512  # steps between two questions to `stale` (a step is a statement, an expression or a call: microseconds)
+
 
 class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
     # what torch calls do: estimator.ops, a registry this class reads and never imports (the estimator package sets it)
@@ -57,8 +61,10 @@ class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
     def __init__(self, model: ModuleModel, tree: ast.Module, *, device: str = "cuda", batch_override: int | None = None,
                  input_shape: tuple[int, ...] | None = None, force_autocast: str | None = None, dtype: str | None = None,
                  project: ProjectView | None = None, argv: tuple[str, ...] | None = None, max_steps: int = MAX_STEPS,
-                 library_paths: tuple[str, ...] | None = None, supplied: tuple[tuple[str, str], ...] = (), corpus_bytes: int = 0) -> None:
+                 library_paths: tuple[str, ...] | None = None, supplied: tuple[tuple[str, str], ...] = (), corpus_bytes: int = 0,
+                 stale: Callable[[], bool] | None = None) -> None:
         self.model = model
+        self.stale = stale  # asked every STALE_EVERY steps: true stops the run (Cancelled)
         self.argv = list(argv) if argv is not None else None  # the script's own command line, when given
         # values the user supplies for what the script assigns (`estimate --set ntokens=33278`): name -> VALUE's source
         self.supplied = dict(supplied)
@@ -204,6 +210,8 @@ class Interpreter(Statements, Loops, Expressions, Calls, TensorSemantics):
         self.steps_left -= 1
         if self.steps_left <= 0:
             raise Budget
+        if self.stale is not None and not self.steps_left % STALE_EVERY and self.stale():
+            raise Cancelled
 
     # ---- entry ------------------------------------------------------------------------------
     def run(self) -> None:

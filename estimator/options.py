@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from torch_preflight.estimator.scope import CORPUS_BYTES
 
@@ -63,6 +64,9 @@ class EstimateOptions:
     # the most bytes of files longer than FILE_LINES that loops read line by line (a corpus a vocabulary is built from,
     # read compiled: seconds of work); the editor's and `check`'s estimates, run on every change, read none
     corpus_bytes: int = CORPUS_BYTES
+    # asked now and then while the estimate runs: true when the caller no longer wants it (the editor's text changed);
+    # the estimate then stops and gives [] (estimator.Cancelled)
+    stale: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
     @property
     def budget(self) -> int | None:

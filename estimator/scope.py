@@ -31,6 +31,10 @@ class Budget(Exception):
     """Too much work: the interpreter stops and the report is marked incomplete."""
 
 
+class Cancelled(BaseException):
+    """The caller no longer wants the estimate (`EstimateOptions.stale`): past every handler of the interpreter's."""
+
+
 class _Return(Exception):
     def __init__(self, value: Any) -> None:
         self.value = value

@@ -265,11 +265,15 @@ class Document:
         result.syntax_errors = list(self.builder.errors)
         return result
 
-    def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
+    def memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None,
+               stale: Callable[[], bool] | None = None) -> list[MemoryReport]:
+        """The memory reports of the current text (kept until the text, the configuration or a file
+        they read changes). `stale`, passed on to the estimator: once true the estimate stops, and
+        what it gave is neither kept nor meant for anyone (the caller asks again for the new text)."""
         with self.busy:
-            return self._memory(config, estimator)
+            return self._memory(config, estimator, stale)
 
-    def _memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None) -> list[MemoryReport]:
+    def _memory(self, config: Config, estimator: Callable[..., list[MemoryReport]] | None, stale: Callable[[], bool] | None) -> list[MemoryReport]:
         version, text, _ = self.snapshot()
         key = (version, text, config)
         if self.reports is not None and self.reports_key == key and all(self.unchanged(d) for d in self.memory_dependencies):
@@ -281,11 +285,14 @@ class Document:
             analysed = self.result if self.result_key is not None and self.result_key[:2] == (version, text) else None
             model = analysed.model if analysed is not None and not self.is_cell else None
             view = self.project.view() if self.project is not None and not self.is_cell else None
+            extra = {"stale": stale} if stale is not None else {}
             try:
                 module = _cell_module(text)[0] if self.is_cell else text
-                reports = list(estimator(module, self.path, config, model=model, project=view))
+                reports = list(estimator(module, self.path, config, model=model, project=view, **extra))
             except Exception:
                 log.exception("estimator failed for %s", self.uri)
+            if stale is not None and stale():
+                return []
             self.memory_dependencies = tuple(view.used.values()) if view is not None else ()
         self.reports, self.reports_key = reports, key
         return reports

@@ -9,9 +9,11 @@ import logging
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified
 from pygls.lsp.server import LanguageServer
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, apply_fixes
@@ -31,6 +33,7 @@ from .notebooks import NOTEBOOK_SYNC, Notebooks
 from .settings import SETTINGS_SECTION, Settings, parse_settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def estimate_source(*args: Any, **kwargs: Any) -> list[MemoryReport]:
@@ -358,17 +361,31 @@ class PreflightServer(LanguageServer):
         return action
 
     # --- memory -------------------------------------------------------------------
-    def reports(self, doc: Document) -> list[MemoryReport]:
-        return doc.memory(self.config_for(doc), self.estimator)
+    def reports(self, doc: Document, stale: Callable[[], bool] | None = None) -> list[MemoryReport]:
+        return doc.memory(self.config_for(doc), self.estimator, stale)
 
-    def hover(self, doc: Document, pos: types.Position) -> types.Hover | None:
+    async def off_loop(self, doc: Document, version: int | None, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args, stale=...)` on the analysis worker, where a newer version of `doc` stops it: a
+        request for hints or hover never holds up the changes (and their diagnostics) behind an estimate.
+        ContentModified when the text changed meanwhile: the answer would be about a text the client no
+        longer shows, and it asks again."""
+        stale = lambda: self.docs.get(doc.uri) is not doc or doc.version != version  # noqa: E731
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self.executor, partial(work, *args, stale=stale))
+        except RuntimeError:  # the worker is shut down: the server is exiting
+            raise JsonRpcContentModified() from None
+        if stale():
+            raise JsonRpcContentModified()
+        return result
+
+    def hover(self, doc: Document, pos: types.Position, stale: Callable[[], bool] | None = None) -> types.Hover | None:
         source = doc.source
         line = convert.from_lsp_position(source, pos, self.encoding).line
         result = doc.analysis(self.config_for(doc))
         class_lines = {}
         if result.model is not None:
             class_lines = {c.span.start.line: c.name for c in result.model.classes.values()}
-        for report in self.reports(doc):
+        for report in self.reports(doc, stale):
             layer = next((x for x in report.layers if x.line == line and x.file is None), None)
             if layer is not None or line == report.model_line or class_lines.get(line) == report.model:
                 return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=convert.hover_markdown(report, layer)))
@@ -471,14 +488,18 @@ def create_server() -> PreflightServer:
             return []
         if doc is None:
             return ls.notebooks.inlay_hints(params) or []
-        rng = convert.from_lsp_range(doc.source, params.range, ls.encoding)
-        return convert.inlay_hints(ls.reports(doc), doc.source, rng, ls.encoding)
+        version, _, source = doc.snapshot()
+        rng = convert.from_lsp_range(source, params.range, ls.encoding)
+        reports = await ls.off_loop(doc, version, ls.reports, doc)
+        return convert.inlay_hints(reports, source, rng, ls.encoding)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: PreflightServer, params: types.HoverParams) -> types.Hover | None:
         await asyncio.wait_for(ls.config_ready.wait(), CONFIG_TIMEOUT_S)
         doc = ls.docs.get(params.text_document.uri)
-        return ls.hover(doc, params.position) if doc is not None else ls.notebooks.hover(params)[1]
+        if doc is None:
+            return ls.notebooks.hover(params)[1]
+        return await ls.off_loop(doc, doc.version, ls.hover, doc, params.position)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: PreflightServer, params: None) -> None:

@@ -2,13 +2,14 @@
 
 Generated mode (the default): a 3,000-line generated module; cold start (initialize -> first
 diagnostics), p50/p95 of didChange -> publishDiagnostics over 200 single-character edits with
-debounce 0, and inlay hints for the whole file.
+debounce 0, and inlay hints for the whole file (asked as the file opens and again after the edits).
 
 Real-files mode (`--real`, issue 19): the files of bench/lsp/real_files.json (materialised by
 bench/lsp/realfiles.py) and every corpus file over 300 lines when bench/out/corpus exists. Per
 file: cold start, valid edits (a digit typed into an integer literal and deleted) and broken
 edits (`(` typed at a line's end and deleted), each keystroke timed to the diagnostics of its
-version, inlay hints for the whole file; `ruff server` with the same keystrokes beside it; the
+version, inlay hints for the whole file as it opens (the estimator reads the modules the file
+imports then) and after the edits (what each edit costs); `ruff server` with the same keystrokes beside it; the
 slowest files listed. `--in-process` replays the same keystrokes through the server's document
 in this process and reports CPU time per keystroke (robust against other jobs on the machine).
 A keystroke's latency is to its version's first publication: the cheap rules' findings (the
@@ -97,6 +98,12 @@ async def drive(cmd: list[str], uri: str, text: str, keys: list[Keystroke], hint
     first = waiting[1] = loop.create_future()
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     result: dict[str, Any] = {"cold": await asyncio.wait_for(first, 120) - t0, "latencies": {}}
+    whole = types.InlayHintParams(text_document=types.TextDocumentIdentifier(uri=uri),
+                                  range=types.Range(start=types.Position(0, 0), end=types.Position(text.count("\n") + 1, 0)))
+    if hints:  # an editor asks for the hints of what it shows as soon as it opens the file
+        t = time.perf_counter()
+        await client.text_document_inlay_hint_async(whole)
+        result["hints_first"] = time.perf_counter() - t
     for n, key in enumerate(keys):
         version = n + 2
         fut = waiting[version] = loop.create_future()
@@ -104,10 +111,9 @@ async def drive(cmd: list[str], uri: str, text: str, keys: list[Keystroke], hint
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(version=version, uri=uri), content_changes=[change(key)]))
         result["latencies"].setdefault(key[0], []).append((await asyncio.wait_for(fut, 60)) - sent)
-    if hints:
+    if hints:  # and again after each edit (the whole file here: at most what it shows)
         t = time.perf_counter()
-        await client.text_document_inlay_hint_async(types.InlayHintParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=types.Position(0, 0), end=types.Position(text.count("\n") + 1, 0))))
+        await client.text_document_inlay_hint_async(whole)
         result["hints"] = time.perf_counter() - t
     await client.shutdown_async(None)
     client.exit(None)
@@ -137,6 +143,9 @@ async def replay(path: Path, text: str, keys: list[Keystroke], verify: bool = Fa
     server.lsp_diagnostics(doc)
     result: dict[str, Any] = {"cold_cpu": time.process_time() - c0, "cold": time.perf_counter() - w0, "latencies": {}, "cpu": {}, "complete": {}, "cpu_complete": {}}
     await server.settle(doc)  # the server primes parso after the first diagnostics
+    c, w = time.process_time(), time.perf_counter()
+    server.reports(doc)  # the hints an editor asks for as it opens the file: the estimator reads the modules it needs
+    result["hints_first_cpu"], result["hints_first"] = time.process_time() - c, time.perf_counter() - w
     firsts: list[tuple[float, float]] = []  # the interim publication's CPU and wall clocks
 
     def early(items: list[Any]) -> None:
@@ -213,7 +222,7 @@ def generated(args: argparse.Namespace) -> int:
     for label, a, b in rows:
         ratio = f"{a / b:.1f}x" if b else "n/a"
         print(f"| {label} | {ms(a)} ms | {ms(b)} ms | {ratio} |")
-    print(f"| inlay hints, whole file | {ms(ours['hints'])} ms | n/a | |")
+    print(f"| inlay hints, whole file, at open / after the edits | {ms(ours['hints_first'])} / {ms(ours['hints'])} ms | n/a | |")
     return 0
 
 
@@ -276,11 +285,16 @@ def summary(row: dict[str, Any], cpu: bool) -> str:
     return ", ".join(parts) + " ms"
 
 
+def hint_time(ours: dict[str, Any], field: str) -> float | None:
+    """The inlay hints' CPU time in-process, else their wall time over stdio (None: not measured)."""
+    return ours.get(f"{field}_cpu", ours.get(field))
+
+
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     cpu = args.in_process
     unit = "CPU ms, in-process" if cpu else "ms, wall, over stdio"
     print(f"\n{len(rows)} files, {args.pairs} pairs of keystrokes per kind and file, debounce 0 ({unit}); load {os.getloadavg()[0]:.2f}\n")
-    head = "| file | lines | cold start | valid p50 / p95 | broken p50 / p95 | inlay hints |"
+    head = "| file | lines | cold start | valid p50 / p95 | broken p50 / p95 | inlay hints at open / after edits |"
     sep = "|---|---|---|---|---|---|"
     if cpu:
         head += " complete: valid p50 / p95 | broken p50 / p95 |"
@@ -299,7 +313,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             pooled[kind] += o[key].get(kind, [])
             p50, p95 = stats(o[key].get(kind))
             cells.append(f"{ms(p50)} / {ms(p95)}")
-        cells.append(ms(o.get("hints_cpu", o.get("hints"))))
+        cells.append(f"{ms(hint_time(o, 'hints_first'))} / {ms(hint_time(o, 'hints'))}")
         if cpu:
             for kind in KINDS:
                 pooled["complete " + kind] = pooled.get("complete " + kind, []) + o["cpu_complete"].get(kind, [])
@@ -313,6 +327,11 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         print(f"\npooled {kind} keystrokes: p50 {ms(p50)} ms, p95 {ms(p95)} ms ({len(pooled[kind])} keystrokes)")
     colds = [row["ours"].get("cold_cpu", row["ours"]["cold"]) for row in rows]
     print(f"cold start median {ms(statistics.median(colds))} ms")
+    for field, label in (("hints_first", "at open"), ("hints", "after edits")):
+        times = [t for row in rows if (t := hint_time(row["ours"], field)) is not None]
+        if times:
+            print(f"inlay hints {label}: median {ms(statistics.median(times))} ms, max {ms(max(times))} ms, "
+                  f"over 100 ms on {sum(t > 0.1 for t in times)} of {len(times)} files")
     worst: Callable[[dict[str, Any]], float] = lambda row: max(stats(row["ours"][key].get(k))[1] or 0.0 for k in KINDS)  # noqa: E731
     print("\nslowest files (worst p95 of the two kinds):")
     for row in sorted(rows, key=worst, reverse=True)[: args.slowest]:

@@ -11,7 +11,9 @@ from torch_preflight.server import server as server_module
 LINEAR = re.compile(r"self\.(\w+) = nn\.Linear\((\d+), (\d+)\)")
 
 
-def fake_estimate(text: str, path: str, config: object, model: object = None, project: object = None) -> list[MemoryReport]:
+def fake_estimate(
+    text: str, path: str, config: object, model: object = None, project: object = None, stale: object = None
+) -> list[MemoryReport]:
     layers = []
     assumptions = []
     model_line = -1

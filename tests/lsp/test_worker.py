@@ -202,3 +202,74 @@ def test_a_newer_edit_during_the_whole_module_rules_abandons_the_rest_of_them(mo
     doc = server.docs[URI]
     full = analyze(doc.text, doc.path, Config())
     assert [(d.code, d.range.start.line) for d in server.published[-1].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
+
+
+MODEL = """import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Linear(64, 64) for _ in range(40)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+model = Net()
+optimizer = torch.optim.Adam(model.parameters())
+for step in range(3):
+    optimizer.zero_grad()
+    model(torch.randn(8, 64)).sum().backward()
+    optimizer.step()
+"""
+
+
+def test_an_estimate_stops_once_its_caller_no_longer_wants_it() -> None:
+    from torch_preflight.estimator import estimate_source
+
+    asked: list[int] = []
+
+    def stale() -> bool:  # the text has changed since the estimate began
+        asked.append(1)
+        return True
+
+    assert estimate_source(MODEL, "<string>", stale=stale) == [] and len(asked) == 1  # stopped at the first question
+    (report,) = estimate_source(MODEL, "<string>", stale=lambda: False)
+    assert report.model == "Net" and report.complete
+
+
+def test_a_stale_estimate_is_not_kept() -> None:
+    from torch_preflight.estimator import estimate_source
+
+    doc = Document(URI, MODEL, 1)
+    assert doc.memory(Config(), estimate_source, stale=lambda: True) == []
+    assert doc.reports is None  # nothing kept for the version the estimate was about
+    assert [r.model for r in doc.memory(Config(), estimate_source)] == ["Net"]
+
+
+def test_hints_and_hover_run_off_the_event_loop_and_a_change_meanwhile_answers_content_modified() -> None:
+    from pygls.exceptions import JsonRpcContentModified
+
+    server = Server()
+    doc = server.docs[URI] = Document(URI, MODEL, 1)
+    threads: list[str] = []
+
+    def work(stale: Any) -> str:
+        threads.append(threading.current_thread().name)
+        return "done"
+
+    def edited_meanwhile(stale: Any) -> str:
+        type_at_end(doc, "x = 1\n", 2)
+        assert stale()
+        return "done"
+
+    async def run() -> None:
+        assert await server.off_loop(doc, 1, work) == "done"
+        with pytest.raises(JsonRpcContentModified):
+            await server.off_loop(doc, 1, edited_meanwhile)
+
+    asyncio.run(run())
+    assert threads[0].startswith("torch-preflight-analysis")
+    server.executor.shutdown()
