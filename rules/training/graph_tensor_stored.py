@@ -85,7 +85,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
         units.append((events, backwarded))
     training_ids = {tl.loop.id for tl in training.backward_loops}
     for loop in ctx.model.loops.values():
-        if loop.id in training_ids or not training.grad_enabled_at(loop):
+        # only a store is reported: a loop whose function can reach none is not read
+        if loop.id in training_ids or not training.may_hold(loop.function, EventKind.STORE) or not training.grad_enabled_at(loop):
             continue
         events = training.iteration(loop)
         if any(training.is_forward(e) and not e.no_grad and not e.inner and not training.frozen_before(e, loop) for e in events) and _is_eval(ctx, loop, events):

@@ -215,9 +215,12 @@ def _lambda_default(text: str) -> bool:
 def check(ctx: Context) -> Iterator[Diagnostic]:
     training = ctx.training
     entries: set[tuple[str, str]] = set()  # (evaluation function, model): one finding where its eval() belongs
+    uses_in = training.loop_memo("TPF008 model uses")  # what a loop runs of models rests on its function alone
     for loop in ctx.model.loops.values():
         events = training.iteration(loop)
-        uses = _model_uses(ctx, events)
+        uses = uses_in.get(loop.id)
+        if uses is None:
+            uses = uses_in[loop.id] = _model_uses(ctx, events)
         forwards = [e for e, _ in uses]
         if not forwards or not _may_evaluate(ctx, loop, events):
             continue
@@ -593,6 +596,7 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
     named like one, or called from training code after it trained (`visualize_results()` sampling
     the generator at the end of each epoch). `entries`: evaluation functions already reported."""
     training = ctx.training
+    uses_in = training.function_memo("TPF008 model uses")
     for qualname, fn in ctx.model.functions.items():
         named = bool(_EVAL_FUNCTION.search(fn.name))
         if fn.is_lambda or (not named and not _may_be_entered_under_no_grad(ctx, qualname)):
@@ -600,7 +604,9 @@ def _loopless(ctx: Context, entries: set[tuple[str, str]]) -> Iterator[Diagnosti
         cls = ctx.model.enclosing_class(qualname)
         if cls is not None and (cls.is_module or cls.owns_loop):
             continue
-        uses = _model_uses(ctx, fn.events)
+        uses = uses_in.get(qualname)
+        if uses is None:
+            uses = uses_in[qualname] = _model_uses(ctx, fn.events)
         forwards = [e for e, _ in uses]
         if not forwards or any(e.loops for e in forwards):
             continue  # none, or the loop path above owns it
