@@ -382,10 +382,12 @@ class ParsedModule:
 
     def statements_for(self, names: Iterable[str]) -> list[int]:
         """The indices, in order, of the top-level statements that binding `names` as the module's top level
-        needs: the imports, and to a fixed point from `names`, every def or class of a name the kept
-        code mentions and every other statement that mentions one (it may bind, change or register it:
-        `Block.forward = ...`, `registry[name] = Block`, `if fused: Attention = FusedAttention`). What no kept
-        name reaches (a table of pretrained weights, the module's other models) is left unrun."""
+        needs: the imports, and to a fixed point from `names`, every def or class of a name the kept code
+        mentions, or one that changes a name it mentions (`def _fill(): WIDTHS["large"] = 48`), or one
+        decorated by a name it mentions (`@register("resnet")`: the decorator runs as the module loads);
+        and every other statement that mentions one (it may bind, change, register or fill it:
+        `Block.forward = ...`, `registry[name] = Block`, `if fused: Attention = FusedAttention`, `_fill()`).
+        What no kept name reaches (a table of pretrained weights, the module's other models) is left unrun."""
         by_name = self._index()
         body = self.tree.body
         kept = {i for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}
@@ -404,9 +406,16 @@ class ParsedModule:
     def _index(self) -> dict[str, list[int]]:
         if self._by_name is None:
             self._by_name = {}
-            for index, stmt in enumerate(self.tree.body):
+            body = self.tree.body
+            # a decorator of this module's own may register what it decorates; an imported one (`torch.no_grad`) not here
+            own = {stmt.name for stmt in body if isinstance(stmt, _DEFS)} | {
+                target.id for stmt in body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) if isinstance(target, ast.Name)}
+            for index, stmt in enumerate(body):
                 if isinstance(stmt, _DEFS):
-                    self._by_name.setdefault(stmt.name, []).append(index)
+                    decorators = {n.id for d in stmt.decorator_list for n in ast.walk(d) if isinstance(n, ast.Name)} & own
+                    for name in {stmt.name} | decorators | _changed_names(stmt):
+                        self._by_name.setdefault(name, []).append(index)
                 elif not isinstance(stmt, _IMPORTS):
                     for name in self._mentioned(index):
                         self._by_name.setdefault(name, []).append(index)
@@ -485,6 +494,36 @@ def _slice(tree: ast.Module, name: str, memo: dict[int, tuple[set[str], set[str]
                     seen[mentioned] = seen.get(mentioned, False) or upgrade
                     todo.append(mentioned)
     return ast.Module(body=[body[i] if kept[i] else _stub(body[i]) for i in sorted(kept)], type_ignores=[])
+
+
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem", "remove", "clear", "discard",
+                       "__setitem__"})
+
+
+def _changed_names(definition: ast.stmt) -> set[str]:
+    """The module-level names a def or class may change in place when it runs: `X[k] = v`, `X.a = v`,
+    `del X[k]`, `X.append(v)` (a mutating method), `global X`, at any depth; not a name it binds
+    itself (`self`, a parameter, a local) unless declared global."""
+    found: set[str] = set()
+    declared: set[str] = set()
+    local: set[str] = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Global):
+            declared.update(node.names)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            local.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                found.add(base.id)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
+              and isinstance(node.func.value, ast.Name)):
+            found.add(node.func.value.id)
+    return (found - local) | declared
 
 
 def _base_names(cls: ast.ClassDef) -> set[str]:

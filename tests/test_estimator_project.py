@@ -196,3 +196,68 @@ def test_statements_for_keeps_what_binds_changes_or_registers_a_name() -> None:
     kept = [ast.unparse(tree.body[i]).split("\n")[0] for i in module.statements_for(["Net"])]
     assert kept == ["import torch.nn as nn", "WIDTHS = {'small': 16}", "class Net(nn.Module):", "WIDTHS['large'] = 48"]
     assert module.statements_for(["PRETRAINED"]) == [0, 1, 2]  # the import, the function, the table
+
+
+FILLED_MODELS = """\
+import torch.nn as nn
+
+WIDTHS = {}
+
+
+def _fill():
+    WIDTHS["large"] = 48
+
+
+_fill()
+
+
+def register(cls):
+    REGISTRY.append(cls)
+    return cls
+
+
+REGISTRY = []
+
+
+@register
+class Net(nn.Module):
+    def __init__(self, size="large"):
+        super().__init__()
+        self.fc = nn.Linear(8, WIDTHS[size])
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Other(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+"""
+
+
+def test_a_function_that_fills_a_name_runs_with_it(tmp_path: Path) -> None:
+    # `_fill()` mentions nothing Net reads, but `_fill` changes WIDTHS, which Net reads
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "models.py").write_text(FILLED_MODELS)
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN.replace("Net(hidden=32)", "Net()").replace("torch.randn(8, 3, 32, 32)", "torch.randn(8, 8)"))
+    (report,) = estimate_source(script.read_text(), str(script), EstimateOptions(device="cpu"))
+    assert report.complete and [(layer.name, layer.params) for layer in report.layers] == [("fc", 8 * 48 + 48)]
+
+
+def test_statements_for_follows_what_changes_a_name_and_what_a_decorator_registers() -> None:
+    import ast
+
+    from torch_preflight.core.names import ImportMap
+    from torch_preflight.core.project import ParsedModule
+
+    tree = ast.parse(FILLED_MODELS)
+    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
+    def kept(name: str) -> list[str]:
+        body = tree.body
+        return [getattr(body[i], "name", None) or ast.unparse(body[i]) for i in module.statements_for([name])]
+
+    assert kept("WIDTHS") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()"]
+    # the registry, the function that appends to it, and the class it decorates (with what that class reads)
+    assert kept("REGISTRY") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()", "register", "REGISTRY = []", "Net"]
