@@ -146,6 +146,17 @@ def test_the_interpreter_reads_other_modules_without_modelling_them(tmp_path: Pa
     assert {key[0] for key in project._trees} == {str(tmp_path / "models.py"), str(tmp_path / "layers.py")}
 
 
+WIDE_NET = """
+
+class Net(nn.Module):
+    def __init__(self, size="large"):
+        super().__init__()
+        self.fc = nn.Linear(8, WIDTHS[size])
+
+    def forward(self, x):
+        return self.fc(x)
+"""
+
 PRETRAINED_MODELS = """\
 import torch.nn as nn
 
@@ -159,44 +170,10 @@ def _table():
 
 PRETRAINED = _table()  # a table of pretrained weights the model never reads
 WIDTHS = {"small": 16}
-
-
-class Net(nn.Module):
-    def __init__(self, size="large"):
-        super().__init__()
-        self.fc = nn.Linear(8, WIDTHS[size])
-
-    def forward(self, x):
-        return self.fc(x)
-
+""" + WIDE_NET + """
 
 WIDTHS["large"] = 48  # added after the class: it counts
 """
-
-
-def test_an_imported_name_runs_only_what_it_needs_of_its_module(tmp_path: Path) -> None:
-    # running models.py whole would spend the estimate's work budget on a table the model never reads
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "models.py").write_text(PRETRAINED_MODELS)
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN.replace("Net(hidden=32)", "Net()").replace("torch.randn(8, 3, 32, 32)", "torch.randn(8, 8)"))
-    (report,) = estimate_source(script.read_text(), str(script), EstimateOptions(device="cpu"))
-    assert report.complete
-    assert [(layer.name, layer.params) for layer in report.layers] == [("fc", 8 * 48 + 48)]
-
-
-def test_statements_for_keeps_what_binds_changes_or_registers_a_name() -> None:
-    import ast
-
-    from torch_preflight.core.names import ImportMap
-    from torch_preflight.core.project import ParsedModule
-
-    tree = ast.parse(PRETRAINED_MODELS)
-    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
-    kept = [ast.unparse(tree.body[i]).split("\n")[0] for i in module.statements_for(["Net"])]
-    assert kept == ["import torch.nn as nn", "WIDTHS = {'small': 16}", "class Net(nn.Module):", "WIDTHS['large'] = 48"]
-    assert module.statements_for(["PRETRAINED"]) == [0, 1, 2]  # the import, the function, the table
-
 
 FILLED_MODELS = """\
 import torch.nn as nn
@@ -218,16 +195,7 @@ def register(cls):
 
 REGISTRY = []
 
-
-@register
-class Net(nn.Module):
-    def __init__(self, size="large"):
-        super().__init__()
-        self.fc = nn.Linear(8, WIDTHS[size])
-
-    def forward(self, x):
-        return self.fc(x)
-
+@register""" + WIDE_NET + """
 
 class Other(nn.Module):
     def __init__(self):
@@ -236,28 +204,45 @@ class Other(nn.Module):
 """
 
 
-def test_a_function_that_fills_a_name_runs_with_it(tmp_path: Path) -> None:
-    # `_fill()` mentions nothing Net reads, but `_fill` changes WIDTHS, which Net reads
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "models.py").write_text(FILLED_MODELS)
-    script = tmp_path / "train.py"
+def estimate_wide_net(root: Path, models: str) -> list[tuple[str, int]] | None:
+    """The layers of `Net()` from `models` (None: the estimate is incomplete)."""
+    (root / "pyproject.toml").write_text("")
+    (root / "models.py").write_text(models)
+    script = root / "train.py"
     script.write_text(TRAIN.replace("Net(hidden=32)", "Net()").replace("torch.randn(8, 3, 32, 32)", "torch.randn(8, 8)"))
     (report,) = estimate_source(script.read_text(), str(script), EstimateOptions(device="cpu"))
-    assert report.complete and [(layer.name, layer.params) for layer in report.layers] == [("fc", 8 * 48 + 48)]
+    return [(layer.name, layer.params) for layer in report.layers] if report.complete else None
 
 
-def test_statements_for_follows_what_changes_a_name_and_what_a_decorator_registers() -> None:
+def statements_for(source: str, name: str) -> list[str]:
+    """What `ParsedModule.statements_for` keeps of `source` for `name`: names of definitions, text of the rest."""
     import ast
 
     from torch_preflight.core.names import ImportMap
     from torch_preflight.core.project import ParsedModule
 
-    tree = ast.parse(FILLED_MODELS)
+    tree = ast.parse(source)
     module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
-    def kept(name: str) -> list[str]:
-        body = tree.body
-        return [getattr(body[i], "name", None) or ast.unparse(body[i]) for i in module.statements_for([name])]
+    return [getattr(tree.body[i], "name", None) or ast.unparse(tree.body[i]) for i in module.statements_for([name])]
 
-    assert kept("WIDTHS") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()"]
+
+def test_an_imported_name_runs_only_what_it_needs_of_its_module(tmp_path: Path) -> None:
+    # running models.py whole would spend the estimate's work budget on a table the model never reads
+    assert estimate_wide_net(tmp_path, PRETRAINED_MODELS) == [("fc", 8 * 48 + 48)]
+
+
+def test_statements_for_keeps_what_binds_changes_or_registers_a_name() -> None:
+    assert statements_for(PRETRAINED_MODELS, "Net") == ["import torch.nn as nn", "WIDTHS = {'small': 16}", "Net", "WIDTHS['large'] = 48"]
+    assert statements_for(PRETRAINED_MODELS, "PRETRAINED") == ["import torch.nn as nn", "_table", "PRETRAINED = _table()"]
+
+
+def test_a_function_that_fills_a_name_runs_with_it(tmp_path: Path) -> None:
+    # `_fill()` mentions nothing Net reads, but `_fill` changes WIDTHS, which Net reads
+    assert estimate_wide_net(tmp_path, FILLED_MODELS) == [("fc", 8 * 48 + 48)]
+
+
+def test_statements_for_follows_what_changes_a_name_and_what_a_decorator_registers() -> None:
+    assert statements_for(FILLED_MODELS, "WIDTHS") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()"]
     # the registry, the function that appends to it, and the class it decorates (with what that class reads)
-    assert kept("REGISTRY") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()", "register", "REGISTRY = []", "Net"]
+    assert statements_for(FILLED_MODELS, "REGISTRY") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()", "register",
+                                                         "REGISTRY = []", "Net"]
