@@ -101,7 +101,7 @@ from collections.abc import Iterator
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Fix, Related, Severity
 from torch_preflight.core.edits import insert_statement
 from torch_preflight.core.names import tail
-from torch_preflight.core.semantic import Event, EventKind, Kind, Loop
+from torch_preflight.core.semantic import Event, EventKind, Function, Kind, Loop
 from torch_preflight.core.training import TrainingModel
 from torch_preflight.rules.base import Context, RuleMeta, report
 from torch_preflight.rules.training._evaluation import after_training, evaluation_entry, handed_over, region_start, trains
@@ -186,16 +186,28 @@ def _handed_in(ctx: Context, event: Event, lambda_only: bool = False) -> bool:
     (`model_fn(model, x)`). With `lambda_only`, only a parameter whose default is a `lambda`
     (`model_transform=lambda output: output`): a function, whatever its name says, not a module."""
     fn = ctx.model.functions.get(event.function)
+    assigned = ctx.training.function_memo("TPF008 single-name assignments")
     while fn is not None:
         if event.name in fn.params:
             default = fn.defaults.get(event.name)
             return default.text.lstrip().startswith("lambda") if default is not None else not lambda_only
-        bound = [e.value.text for e in fn.events if e.kind is EventKind.ASSIGN and e.function == fn.qualname
-                 and e.targets == (event.name,) and e.value is not None]
+        texts = assigned.get(fn.qualname)
+        if texts is None:
+            texts = assigned[fn.qualname] = _single_name_assignments(fn)
+        bound = texts.get(event.name or "", ())
         if bound:  # a local: handed in when every binding takes a function from the caller's settings
             return all(_lambda_default(text) for text in bound)
         fn = ctx.model.functions.get(fn.parent) if fn.parent else None
     return False
+
+
+def _single_name_assignments(fn: Function) -> dict[str, list[str]]:
+    """The value texts `fn` itself assigns to each plain name (`x = ...`), in order."""
+    texts: dict[str, list[str]] = {}
+    for e in fn.events:
+        if e.kind is EventKind.ASSIGN and e.function == fn.qualname and len(e.targets) == 1 and e.value is not None:
+            texts.setdefault(e.targets[0], []).append(e.value.text)
+    return texts
 
 
 def _lambda_default(text: str) -> bool:
