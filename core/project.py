@@ -372,7 +372,8 @@ class Budget:
 
 @dataclass
 class ParsedModule:
-    """Another module of the project as a syntax tree and its import map, without a semantic model."""
+    """Another module of the project (or a library's source file) as a syntax tree and its import map, without
+    a semantic model: what the estimator's interpreter runs."""
 
     path: str
     tree: ast.Module
