@@ -16,8 +16,11 @@ receive a `Project` through their context and never touch the file system themse
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
+import itertools
 import os
+import re
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -211,7 +214,9 @@ class Project:
             if parsed is None or module_name:
                 text = self._text(path, text, size)
                 parsed = _Parsed.of(SourceText(text), module_name) if text is not None else None
-            self._trees[tree_key] = ParsedModule(path, parsed.tree, parsed.imports) if parsed is not None and parsed.tree is not None else None
+            self._trees[tree_key] = (
+                ParsedModule(path, parsed.tree, parsed.imports, parsed.source.text) if parsed is not None and parsed.tree is not None else None
+            )
         return self._trees[tree_key]
 
     def _find(self, importer: str, module: str) -> str | None:
@@ -378,13 +383,18 @@ class ParsedModule:
     path: str
     tree: ast.Module
     imports: ImportMap
+    text: str | None = field(default=None, compare=False, repr=False)  # its source: finds the defs worth a walk
     _by_name: dict[str, list[int]] | None = field(default=None, compare=False, repr=False)
+    _variables: set[str] = field(default_factory=set, compare=False, repr=False)
+    _changers: dict[str, list[int]] = field(default_factory=dict, compare=False, repr=False)
+    _changed: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    _lines: dict[str, list[int]] | None = field(default=None, compare=False, repr=False)
     _mentions: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def statements_for(self, names: Iterable[str]) -> list[int]:
         """The indices, in order, of the top-level statements that binding `names` as the module's top level
         needs: the imports, and to a fixed point from `names`, every def or class of a name the kept code
-        mentions, or one that changes a name it mentions (`def _fill(): WIDTHS["large"] = 48`), or one
+        mentions, or one that changes a variable it mentions (`def _fill(): WIDTHS["large"] = 48`), or one
         decorated by a name it mentions (`@register("resnet")`: the decorator runs as the module loads);
         and every other statement that mentions one (it may bind, change, register or fill it:
         `Block.forward = ...`, `registry[name] = Block`, `if fused: Attention = FusedAttention`, `_fill()`).
@@ -395,32 +405,76 @@ class ParsedModule:
         todo = list(dict.fromkeys(names))
         seen = set(todo)
         while todo:
-            for index in by_name.get(todo.pop(), ()):
+            name = todo.pop()
+            for index in (*by_name.get(name, ()), *(self._changing(name) if name in self._variables else ())):
                 if index not in kept:
                     kept.add(index)
-                    for name in self._mentioned(index):
-                        if name not in seen:
-                            seen.add(name)
-                            todo.append(name)
+                    for mentioned in self._mentioned(index):
+                        if mentioned not in seen:
+                            seen.add(mentioned)
+                            todo.append(mentioned)
         return sorted(kept)
 
     def _index(self) -> dict[str, list[int]]:
+        """Defs and classes by their name and the module's own decorators they carry; other statements (not
+        imports) by every name they mention."""
         if self._by_name is None:
             self._by_name = {}
             body = self.tree.body
+            self._variables = {target.id for stmt in body if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                               for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) if isinstance(target, ast.Name)}
+            # a name a function declares global is a variable of the module too (`global CACHE; CACHE = {}`)
+            if self.text is not None:
+                self._variables.update(re.findall(r"\w+", " ".join(re.findall(r"\bglobal\s+(\w+(?:\s*,\s*\w+)*)", self.text))))
+            else:
+                self._variables.update(n for stmt in body if isinstance(stmt, _DEFS) for node in ast.walk(stmt)
+                                       if isinstance(node, ast.Global) for n in node.names)
             # a decorator of this module's own may register what it decorates; an imported one (`torch.no_grad`) not here
-            own = {stmt.name for stmt in body if isinstance(stmt, _DEFS)} | {
-                target.id for stmt in body if isinstance(stmt, (ast.Assign, ast.AnnAssign))
-                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) if isinstance(target, ast.Name)}
+            own = {stmt.name for stmt in body if isinstance(stmt, _DEFS)} | self._variables
             for index, stmt in enumerate(body):
                 if isinstance(stmt, _DEFS):
                     decorators = {n.id for d in stmt.decorator_list for n in ast.walk(d) if isinstance(n, ast.Name)} & own
-                    for name in {stmt.name} | decorators | _changed_names(stmt):
+                    for name in {stmt.name} | decorators:
                         self._by_name.setdefault(name, []).append(index)
                 elif not isinstance(stmt, _IMPORTS):
                     for name in self._mentioned(index):
                         self._by_name.setdefault(name, []).append(index)
         return self._by_name
+
+    def _changing(self, variable: str) -> list[int]:
+        """The top-level defs and classes that may change the module-level `variable` in place or declare it
+        global (`_changed_names`); only those whose text names it are walked (all of them without a text)."""
+        found = self._changers.get(variable)
+        if found is None:
+            body = self.tree.body
+            candidates = [i for i, stmt in enumerate(body) if isinstance(stmt, _DEFS)]
+            if self.text is not None:
+                lines = self._lines_naming().get(variable, [])
+                candidates = [i for i in candidates if _any_between(lines, body[i].lineno, body[i].end_lineno or body[i].lineno)]
+            found = []
+            for index in candidates:
+                changed = self._changed.get(index)
+                if changed is None:
+                    changed = self._changed[index] = _changed_names(body[index], self._variables)
+                if variable in changed:
+                    found.append(index)
+            self._changers[variable] = found
+        return found
+
+    def _lines_naming(self) -> dict[str, list[int]]:
+        """The lines (1-based, sorted) where each variable of the module is named, from one pass over the text."""
+        if self._lines is None:
+            assert self.text is not None
+            self._lines = {}
+            if self._variables:
+                ends = list(itertools.accumulate(len(line) + 1 for line in self.text.split("\n")))  # offset after each line
+                words = "|".join(re.escape(v) for v in sorted(self._variables, key=len, reverse=True))
+                for match in re.finditer(rf"\b(?:{words})\b", self.text):
+                    found = self._lines.setdefault(match.group(), [])
+                    line = bisect.bisect_right(ends, match.start()) + 1
+                    if not found or found[-1] != line:
+                        found.append(line)
+        return self._lines
 
     def _mentioned(self, index: int) -> set[str]:
         found = self._mentions.get(index)
@@ -501,10 +555,16 @@ _MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "ad
                        "__setitem__"})
 
 
-def _changed_names(definition: ast.stmt) -> set[str]:
-    """The module-level names a def or class may change in place when it runs: `X[k] = v`, `X.a = v`,
-    `del X[k]`, `X.append(v)` (a mutating method), `global X`, at any depth; not a name it binds
-    itself (`self`, a parameter, a local) unless declared global."""
+def _any_between(lines: list[int], first: int, last: int) -> bool:
+    """A line of the sorted `lines` lies in first..last."""
+    at = bisect.bisect_left(lines, first)
+    return at < len(lines) and lines[at] <= last
+
+
+def _changed_names(definition: ast.stmt, variables: set[str]) -> set[str]:
+    """The module-level variables (of `variables`) a def or class may change in place when it runs: `X[k] = v`,
+    `X.a = v`, `del X[k]`, `X.append(v)` (a mutating method), at any depth, not where it binds X itself (a
+    parameter, a local); and the names it declares `global`."""
     found: set[str] = set()
     declared: set[str] = set()
     local: set[str] = set()
@@ -524,7 +584,7 @@ def _changed_names(definition: ast.stmt) -> set[str]:
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
               and isinstance(node.func.value, ast.Name)):
             found.add(node.func.value.id)
-    return (found - local) | declared
+    return ((found - local) & variables) | declared
 
 
 def _base_names(cls: ast.ClassDef) -> set[str]:

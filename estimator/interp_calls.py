@@ -311,7 +311,7 @@ def _parsed(text: str, path: str, module: str = "") -> ParsedModule:
     """A library's source file (or a catalogued architecture) as the interpreter runs it; relative imports
     resolved against `module`."""
     tree = parse(SourceText(text)).tree
-    return ParsedModule(path, tree, ImportMap.from_tree(tree, module))
+    return ParsedModule(path, tree, ImportMap.from_tree(tree, module), text)
 
 
 

@@ -246,3 +246,45 @@ def test_statements_for_follows_what_changes_a_name_and_what_a_decorator_registe
     # the registry, the function that appends to it, and the class it decorates (with what that class reads)
     assert statements_for(FILLED_MODELS, "REGISTRY") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()", "register",
                                                          "REGISTRY = []", "Net"]
+
+
+GLOBAL_MODELS = """\
+import torch.nn as nn
+
+
+def setup():
+    global WIDTH
+    WIDTH = 48
+
+
+setup()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, WIDTH)
+"""
+
+
+def test_statements_for_follows_a_name_a_function_declares_global() -> None:
+    assert statements_for(GLOBAL_MODELS, "Net") == ["import torch.nn as nn", "setup", "setup()", "Net"]
+
+
+def test_statements_for_reads_the_text_only_to_skip_work() -> None:
+    # the source text narrows which definitions are walked for what they change; the answer is the walk's
+    import ast
+
+    from torch_preflight.core.names import ImportMap
+    from torch_preflight.core.project import ParsedModule
+
+    sources = [PRETRAINED_MODELS, FILLED_MODELS, GLOBAL_MODELS, MODELS, LAYERS]
+    sources += [p.read_text() for p in sorted((Path(__file__).parent.parent / "examples").rglob("*.py"))]
+    for source in sources:
+        tree = ast.parse(source)
+        names = [getattr(s, "name", None) for s in tree.body] + [t.id for s in tree.body if isinstance(s, ast.Assign)
+                                                                 for t in s.targets if isinstance(t, ast.Name)]
+        with_text = ParsedModule("m.py", tree, ImportMap.from_tree(tree), source)
+        walked = ParsedModule("m.py", tree, ImportMap.from_tree(tree))
+        for name in filter(None, names):
+            assert with_text.statements_for([name]) == walked.statements_for([name]), name
