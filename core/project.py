@@ -388,7 +388,7 @@ class ParsedModule:
     _variables: set[str] = field(default_factory=set, compare=False, repr=False)
     _changers: dict[str, list[int]] = field(default_factory=dict, compare=False, repr=False)
     _changed: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
-    _lines: dict[str, list[int]] | None = field(default=None, compare=False, repr=False)
+    _ends: list[int] | None = field(default=None, compare=False, repr=False)  # offset after each line of the text
     _mentions: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def statements_for(self, names: Iterable[str]) -> list[int]:
@@ -449,7 +449,7 @@ class ParsedModule:
             body = self.tree.body
             candidates = [i for i, stmt in enumerate(body) if isinstance(stmt, _DEFS)]
             if self.text is not None:
-                lines = self._lines_naming().get(variable, [])
+                lines = self._lines_naming(variable)
                 candidates = [i for i in candidates if _any_between(lines, body[i].lineno, body[i].end_lineno or body[i].lineno)]
             found = []
             for index in candidates:
@@ -461,20 +461,22 @@ class ParsedModule:
             self._changers[variable] = found
         return found
 
-    def _lines_naming(self) -> dict[str, list[int]]:
-        """The lines (1-based, sorted) where each variable of the module is named, from one pass over the text."""
-        if self._lines is None:
-            assert self.text is not None
-            self._lines = {}
-            if self._variables:
-                ends = list(itertools.accumulate(len(line) + 1 for line in self.text.split("\n")))  # offset after each line
-                words = "|".join(re.escape(v) for v in sorted(self._variables, key=len, reverse=True))
-                for match in re.finditer(rf"\b(?:{words})\b", self.text):
-                    found = self._lines.setdefault(match.group(), [])
-                    line = bisect.bisect_right(ends, match.start()) + 1
-                    if not found or found[-1] != line:
-                        found.append(line)
-        return self._lines
+    def _lines_naming(self, name: str) -> list[int]:
+        """The lines (1-based, sorted) of the text where the word `name` appears."""
+        assert self.text is not None
+        if self._ends is None:
+            self._ends = list(itertools.accumulate(len(line) + 1 for line in self.text.split("\n")))  # offset after each line
+        text = self.text
+        lines: list[int] = []
+        at = text.find(name)
+        while at >= 0:
+            after = at + len(name)
+            if (at == 0 or not _word_char(text[at - 1])) and (after == len(text) or not _word_char(text[after])):
+                line = bisect.bisect_right(self._ends, at) + 1
+                if not lines or lines[-1] != line:
+                    lines.append(line)
+            at = text.find(name, after)
+        return lines
 
     def _mentioned(self, index: int) -> set[str]:
         found = self._mentions.get(index)
@@ -553,6 +555,10 @@ def _slice(tree: ast.Module, name: str, memo: dict[int, tuple[set[str], set[str]
 
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem", "remove", "clear", "discard",
                        "__setitem__"})
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def _any_between(lines: list[int], first: int, last: int) -> bool:
