@@ -21,6 +21,12 @@ from torch_preflight.server.documents import Document
 
 from torch_preflight.analyze import analyze
 
+
+def _other_callers(callee: str, arg: str, loop: str, names: tuple[str, ...]) -> str:
+    """Functions that each call `callee` alike, one per name: the other callers an edit must leave alone."""
+    return "".join(f"\n\ndef {name}({arg}):\n    for {loop} in range(3):\n        {callee}({arg})\n        print({loop})\n" for name in names)
+
+
 IMPORTS = """from utils import (
     CFG,
     RANK,
@@ -98,6 +104,19 @@ def _same_as_fresh(doc: Document, config: Config, project: Project | None = None
     full = analyze(doc.text, doc.path, config, project=project)
     assert [(d.code, d.span, d.message) for d in got.diagnostics] == [(d.code, d.span, d.message) for d in full.diagnostics]
     assert got.syntax_errors == full.syntax_errors
+
+
+ALL = Config(select=("ALL",))
+
+
+def _type_into(uri: str, source: str, line_text: str, before: str, text: str) -> Document:
+    """`source` opened and analysed, then `text` typed after `before` on the line that reads `line_text`:
+    the document, whose analysis is checked to equal a fresh one."""
+    doc = Document(uri, source, 0)
+    doc.analysis(ALL)
+    _edit(doc, source.split("\n").index(line_text), len(before), text, 1)
+    _same_as_fresh(doc, ALL)
+    return doc
 
 
 def test_a_bracket_typed_into_an_import_rechecks_that_import_only() -> None:
@@ -277,12 +296,7 @@ def pick(x):
 
 
 def test_a_type_check_or_an_annotation_passes_a_class_nothing() -> None:
-    doc = Document("file:///tmp/reuse/types.py", TYPES, 0)
-    config = Config(select=("ALL",))
-    doc.analysis(config)
-    line = TYPES.split("\n").index("        return x.n + 1")
-    _edit(doc, line, len("        return x.n + "), "2", 1)
-    _same_as_fresh(doc, config)
+    doc = _type_into("file:///tmp/reuse/types.py", TYPES, "        return x.n + 1", "        return x.n + ", "2")
     assert doc.scoped.rechecked == 2  # pick() and Step (checked again as a callee), not make/first/last
     doc.close()
 
@@ -307,25 +321,7 @@ def run(model, loader, optimizer):
 
 def report(loss):
     print(loss)
-
-
-def watch(loss):
-    for step in range(3):
-        report(loss)
-        print(step)
-
-
-def audit(loss):
-    for step in range(3):
-        report(loss)
-        print(step)
-
-
-def trace(loss):
-    for step in range(3):
-        report(loss)
-        print(step)
-"""
+""" + _other_callers("report", "loss", "step", ("watch", "audit", "trace"))
 
 
 def test_a_function_that_returns_the_same_values_changes_its_callers_not_what_they_pass_on() -> None:
@@ -385,12 +381,7 @@ def test_a_decorator_passes_the_names_it_reads_nothing_of_the_function() -> None
     uses = uses_of(ast.parse(DECORATED).body[3])  # flip_list
     assert passes_changed(uses, frozenset({"flip_image"})) == frozenset({"items"})  # what the body reads as a value
     assert passes_changed(uses, frozenset({"list"})) == frozenset({"register", "flip", "list", "items"})
-    doc = Document("file:///tmp/reuse/decorated.py", DECORATED, 0)
-    config = Config(select=("ALL",))
-    doc.analysis(config)
-    line = DECORATED.split("\n").index("    return items[::-1]")
-    _edit(doc, line, len("    return items[::-"), "2", 1)  # items[::-21]
-    _same_as_fresh(doc, config)
+    doc = _type_into("file:///tmp/reuse/decorated.py", DECORATED, "    return items[::-1]", "    return items[::-", "2")  # items[::-21]
     assert doc.scoped.rechecked == 3  # flip_list, its caller flip_tuple and flip (read there), not flip's other registrations
     doc.close()
 
@@ -401,12 +392,7 @@ def test_a_definition_takes_back_its_decorators_from_a_broken_statement_before()
     decorator = broken.split("\n").index("@register(flip, torch.Tensor)")
     # parso's recovery runs the unclosed bracket over the decorator: the statement after starts at the `def`
     assert chunk_lines(source, [0, 3, decorator + 1]) == [(0, 3), (3, decorator), (decorator, len(source.line_starts))]
-    doc = Document("file:///tmp/reuse/decorated.py", DECORATED, 0)
-    config = Config(select=("ALL",))
-    doc.analysis(config)
-    line = DECORATED.split("\n").index("    return kernel(flip, x)")
-    _edit(doc, line, len("    return kernel(flip, x)"), "(", 1)
-    _same_as_fresh(doc, config)
+    doc = _type_into("file:///tmp/reuse/decorated.py", DECORATED, "    return kernel(flip, x)", "    return kernel(flip, x)", "(")
     assert doc.builder.units[2][1].startswith("@register(flip, torch.Tensor)\n")
     doc.close()
 
@@ -435,37 +421,7 @@ class Trainer:
 
     def report(self, n):
         log(n * 2)
-
-
-def audit(v):
-    for k in range(3):
-        log(v)
-        print(k)
-
-
-def watch(v):
-    for k in range(3):
-        log(v)
-        print(k)
-
-
-def trace(v):
-    for k in range(3):
-        log(v)
-        print(k)
-
-
-def probe(v):
-    for k in range(3):
-        log(v)
-        print(k)
-
-
-def count(v):
-    for k in range(3):
-        log(v)
-        print(k)
-"""
+""" + _other_callers("log", "v", "k", ("audit", "watch", "trace", "probe", "count"))
 
 
 def test_a_digit_typed_in_a_method_leaves_the_callees_other_callers_alone() -> None:
@@ -508,12 +464,7 @@ def evaluate(model, loader):
 
 
 def test_an_import_inside_a_function_binds_no_module_level_name() -> None:
-    doc = Document("file:///tmp/reuse/local_imports.py", LOCAL_IMPORTS, 0)
-    config = Config(select=("ALL",))
-    doc.analysis(config)
-    line = LOCAL_IMPORTS.split("\n").index("    return dist.get_rank() + 1")
-    _edit(doc, line, len("    return dist.get_rank() + 1"), "0", 1)
-    _same_as_fresh(doc, config)
+    doc = _type_into("file:///tmp/reuse/local_imports.py", LOCAL_IMPORTS, "    return dist.get_rank() + 1", "    return dist.get_rank() + 1", "0")
     assert doc.scoped.rechecked == 1  # rank() only: world() imports `dist` into its own scope
     doc.close()
 
