@@ -26,6 +26,7 @@ import itertools
 import re
 import warnings
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -274,7 +275,7 @@ class IncrementalBuilder:
         tokenizer closes every open bracket: from there the tokenizer (no bracket, string or
         deeper indentation open), the parser (the same blocks) and the rest of the text are the
         valid text's, so its statements are the valid text's, moved by the lines the edit added.
-        None when no such statement comes within `_RESYNC_LINES` lines, or the edited
+        None when no such statement comes within `_RESYNC_CHARS` characters, or the edited
         statement's first line could continue the statement before it (`else`, ...): parso's
         diff parser then decides. tests/lsp/test_incremental.py compares with a full parse."""
         if self._good_build is None:
@@ -397,7 +398,10 @@ _BLOCK_HEADERS: dict[type, str] = {
     ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():", ast.For: "for _ in _:",
     ast.AsyncFor: "async for _ in _:", ast.While: "while _:", ast.If: "if _:", ast.With: "with _:", ast.AsyncWith: "async with _:", ast.Try: "try:",
 }
-_RESYNC_LINES = 150  # the longest part of a broken text `_resynchronised` parses (parso: ~0.15 ms a line)
+# The longest part of a broken text `_resynchronised` parses (parso: about 0.7 µs a character, and
+# its tokenizer, which `_token_resyncs` runs first, a quarter of that); parso's diff parser takes
+# 30-100 ms for a keystroke that breaks a file of 600-3,000 lines.
+_RESYNC_CHARS = 50_000
 _STATEMENT_START = re.compile(r"(?!(?:else|elif|except|finally)\b)[^\s#\\]")  # cannot continue the statement before
 
 
@@ -406,35 +410,63 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
     the block `header` stands in for (the whole module when empty) starts at column `col`, the
     tokenizer and the parser being where a fresh parse of `header` leaves them: the first lines
     of the module's statements from `top` up to the first of `cands` (later statements of the
-    valid text, as line and column, in order) at which the parse resynchronises, and the
-    top-level ones of `cands` from there; every statement to the end of the text when none does.
-    The part parsed grows until one does (a statement of the same block at its column after a
-    NEWLINE token or with a keyword of `_BREAKS`), or gives up (None) past `_RESYNC_LINES` lines."""
+    valid text, as line, column and stand-in header row, in order) at which the parse
+    resynchronises, and the top-level ones of `cands` from there; every statement to the end of
+    the text when it ends first. A candidate can only be one where parso's tokenizer is back
+    where the valid text had it (`_token_resyncs`: after a NEWLINE token or at a keyword of
+    `_BREAKS`); the parse of the part up to it says whether the parser is too
+    (`_starts_statement`), and a part that fails is followed by one at least twice as long.
+    None (parso's diff parser decides) when no candidate within `_RESYNC_CHARS` characters of
+    `top` resynchronises."""
     if top >= len(lines) or not _STATEMENT_START.match(lines[top], col):
         return None
     grammar = parso_grammar()
     shift = top - len(header)  # window row (1-based) - 1 + shift = line
-    count = 1
-    while True:
-        upto = min(count, len(cands))
-        end = cands[upto - 1][0] + 1 if upto else len(lines)
-        if upto == len(cands) and count > len(cands):
-            end = len(lines)
-        if end - top > _RESYNC_LINES:
-            return None
-        window = "\n".join([*header, *lines[top:end]]) + ("\n" if end < len(lines) else "")
-        module = grammar.parse(window, error_recovery=True, cache=False, diff_cache=False)
-        children = [child for child in module.children if child.type != "endmarker"]
-        for index, (line, column, row) in enumerate(cands[:upto]):
-            if line >= end:
-                break
-            position = (line - shift + 1, column)
-            if _starts_statement(module, position, row):
-                inside = [child.start_pos[0] - 1 + shift for child in children if child.start_pos < position]
-                return inside, [c[0] for c in cands[index:] if not c[2]]
-        if end >= len(lines):
-            return [child.start_pos[0] - 1 + shift for child in children], []
-        count *= 2
+    limit, size = top, 0
+    while limit < len(lines) and size < _RESYNC_CHARS:
+        size += len(lines[limit]) + 1
+        limit += 1
+    rows = [*header, *lines[top:limit]]
+    near = [(line - shift + 1, column) for line, column, _ in cands if line < limit]
+    need = 0  # the next part parsed ends at or after this line: twice the last that failed
+    for index in itertools.chain(_token_resyncs(rows, grammar.version_info, near), [len(cands)] if limit == len(lines) else []):
+        end = cands[index][0] + 1 if index < len(cands) else len(lines)
+        if end < need:
+            continue
+        module = grammar.parse("\n".join(rows[: end - shift]) + ("\n" if end < len(lines) else ""), error_recovery=True, cache=False, diff_cache=False)
+        children = [child.start_pos[0] - 1 + shift for child in module.children if child.type != "endmarker"]
+        if index == len(cands):  # the end of the text
+            return children, []
+        line, column, row = cands[index]
+        position = (line - shift + 1, column)
+        if _starts_statement(module, position, row):
+            return [c for c, child in zip(children, module.children, strict=False) if child.start_pos < position], [c[0] for c in cands[index:] if not c[2]]
+        need = top + 2 * (end - top)
+    return None
+
+
+def _token_resyncs(rows: list[str], version: Any, positions: list[tuple[int, int]]) -> Iterator[int]:
+    """The indices of `positions` (1-based row, column; in order) at which a token of `rows`
+    starts right after a NEWLINE token (INDENT and DEDENT between them) or is a keyword of
+    `_BREAKS`: where parso's tokenizer has no bracket or string open, as after that statement's
+    start in the valid text. The text is tokenized only as far as the candidates asked."""
+    from parso.python.token import PythonTokenTypes
+    from parso.python.tokenize import tokenize
+
+    if not positions:
+        return
+    skip = (PythonTokenTypes.INDENT, PythonTokenTypes.DEDENT, PythonTokenTypes.ERROR_DEDENT)
+    at, after_newline = 0, False
+    for token in tokenize("\n".join(rows), version_info=version):
+        while at < len(positions) and positions[at] < token.start_pos:
+            at += 1  # no token starts there: inside a string, or past its line's end
+        if at == len(positions):
+            return
+        if positions[at] == token.start_pos and (after_newline or token.string in _BREAKS):
+            yield at
+            at += 1
+        if token.type not in skip:
+            after_newline = token.type is PythonTokenTypes.NEWLINE
 
 
 # Keywords at which parso's tokenizer closes every bracket and f-string still open and dedents to

@@ -1054,3 +1054,32 @@ def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.Monk
         known = builder.starts_after_broken_edit(SourceText(broken))
         assert sizes and max(sizes) < 20 < text.count("\n")
         assert known is not None and chunk_lines(SourceText(broken), known) == expected
+
+
+@pytest.mark.parametrize(
+    ("tail", "resyncs"),
+    [
+        ("", False),  # nothing closes the bracket: every statement to the end of the text is parso's error recovery's
+        ("\ndef after():\n    return 1\n", True),  # `def` closes it (parso's tokenizer), far below the edit
+    ],
+)
+def test_a_bracket_left_open_over_many_statements_parses_the_rest_once(monkeypatch: pytest.MonkeyPatch, tail: str, resyncs: bool) -> None:
+    """A `(` typed at the end of the first of 300 one-line statements (a generated table, a
+    pattern file) leaves parso's tokenizer inside the bracket to the end of the text or to the
+    next `def`: parso parses the edited part once (no window grown statement by statement), the
+    diff parser is not asked, and the statements are those of a full parse."""
+    text = "import torch\n\n" + "".join(f"x{i} = CallFunction(aten.view, x{i - 1}, Ignored(), _users={i})\n" for i in range(300)) + tail
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    offset = text.index("\nx1 = ")
+    broken = text[:offset] + "(" + text[offset:]
+    expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
+    calls: list[bool] = []
+    grammar = incremental.parso_grammar()
+    real = grammar.parse
+    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: calls.append(bool(k.get("diff_cache"))) or real(code, *a, **k))
+    known = builder.starts_after_broken_edit(SourceText(broken))
+    assert known is not None and chunk_lines(SourceText(broken), known) == expected
+    assert calls == [False]
+    assert (known[-1] == broken.count("\n") - 2) is resyncs  # `def after()` starts a statement of its own
