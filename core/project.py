@@ -443,16 +443,16 @@ class ParsedModule:
 
     def _changing(self, variable: str) -> list[int]:
         """The top-level defs and classes that may change the module-level `variable` in place or declare it
-        global (`_changed_names`); only those whose text names it are walked (all of them without a text)."""
+        global (`_changed_names`); with a text, only the parts of them on lines that name it are walked (`_changes`)."""
         found = self._changers.get(variable)
         if found is None:
             body = self.tree.body
             candidates = [i for i, stmt in enumerate(body) if isinstance(stmt, _DEFS)]
+            found = []
             if self.text is not None:
                 lines = self._lines_naming(variable)
-                candidates = [i for i in candidates if _any_between(lines, body[i].lineno, body[i].end_lineno or body[i].lineno)]
-            found = []
-            for index in candidates:
+                found = [i for i in candidates if _changes(body[i], variable, lines)]
+            for index in candidates if self.text is None else ():
                 changed = self._changed.get(index)
                 if changed is None:
                     changed = self._changed[index] = _changed_names(body[index], self._variables)
@@ -591,6 +591,38 @@ def _changed_names(definition: ast.stmt, variables: set[str]) -> set[str]:
               and isinstance(node.func.value, ast.Name)):
             found.add(node.func.value.id)
     return ((found - local) & variables) | declared
+
+
+def _changes(definition: ast.stmt, variable: str, lines: list[int]) -> bool:
+    """`variable in _changed_names(definition, {variable})`, from the nodes on the lines (1-based, sorted) that
+    name it: a node that declares it global, binds it or changes it in place spans such a line (and so do the
+    nodes holding it, a def or class from its first decorator), so a node spanning none is not walked."""
+    found = local = False
+    todo: list[ast.AST] = [definition]
+    while todo:
+        node = todo.pop()
+        first = getattr(node, "lineno", None)
+        if first is not None:
+            first = min([first, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            if not _any_between(lines, first, getattr(node, "end_lineno", None) or first):
+                continue
+        if isinstance(node, ast.Global):
+            if variable in node.names:
+                return True
+        elif isinstance(node, ast.arg):
+            local = local or node.arg == variable
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            local = local or node.id == variable
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            found = found or (isinstance(base, ast.Name) and base.id == variable)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
+              and isinstance(node.func.value, ast.Name)):
+            found = found or node.func.value.id == variable
+        todo.extend(ast.iter_child_nodes(node))
+    return found and not local
 
 
 def _base_names(cls: ast.ClassDef) -> set[str]:

@@ -288,3 +288,30 @@ def test_statements_for_reads_the_text_only_to_skip_work() -> None:
         walked = ParsedModule("m.py", tree, ImportMap.from_tree(tree))
         for name in filter(None, names):
             assert with_text.statements_for([name]) == walked.statements_for([name]), name
+
+
+def test_what_a_definition_changes_from_the_lines_naming_a_variable_is_the_whole_walk() -> None:
+    # `_changes` walks only the nodes on lines that name the variable; `_changed_names` walks the whole definition
+    import ast
+
+    from torch_preflight.core.names import ImportMap
+    from torch_preflight.core.project import ParsedModule, _changed_names, _changes
+
+    root = Path(__file__).parent.parent
+    paths = [*sorted((root / "examples").rglob("*.py")), *sorted((root / "core").glob("*.py")), *sorted((root / "estimator").glob("*.py"))]
+    checked = 0
+    for source in [PRETRAINED_MODELS, FILLED_MODELS, GLOBAL_MODELS, *(p.read_text() for p in paths)]:
+        tree = ast.parse(source)
+        module = ParsedModule("m.py", tree, ImportMap.from_tree(tree), source)
+        module._index()
+        # the module's variables, and every name something binds, deletes or changes in place (locals too)
+        names = module._variables | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        names |= {n.value.id for n in ast.walk(tree) if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.value, ast.Name)
+                  and not isinstance(n.ctx, ast.Load)}
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                whole = _changed_names(stmt, names)
+                for name in names:
+                    assert _changes(stmt, name, module._lines_naming(name)) == (name in whole), (stmt.name, name)
+                    checked += 1
+    assert checked > 10_000
