@@ -292,15 +292,12 @@ def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return _NUMBER.sub("#", "\n".join(ast.dump(n) for n in (*fn.decorator_list, fn.args, *([fn.returns] if fn.returns else []))))
 
 
-def _header(cls: ast.ClassDef) -> str:
-    """The class without its methods (header, position, other body statements), for comparison."""
+def _header(cls: ast.ClassDef, text: Callable[[ast.AST], str]) -> tuple[object, ...]:
+    """The class without its methods (header, position, other body statements), for comparison: where each part
+    is and the text of its lines (`text`), which at the same place parses into the same nodes."""
     rest = [s for s in cls.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return "\n".join(
-        [
-            f"{cls.name}@{cls.lineno}",
-            *(ast.dump(n, include_attributes=True) for n in (*cls.decorator_list, *cls.bases, *cls.keywords, *rest)),
-        ]
-    )
+    parts = (*cls.decorator_list, *cls.bases, *cls.keywords, *rest)
+    return cls.name, cls.lineno, [(n.lineno, n.col_offset, n.end_lineno, n.end_col_offset, text(n)) for n in parts]  # type: ignore[attr-defined]
 
 
 def settled_members(
@@ -317,8 +314,9 @@ def settled_members(
     bases, another body statement, its methods' order or names) and every method must be taken
     as changed. `same(method)`: the model holds the very objects of the last version for that
     method and the functions nested in it. `outside`: the names bound by the other top-level
-    statements whose facts may have changed (they are re-checked). `text(node, is_new)`: a
-    method's source text in the new or the old version. `names`: `member_names` by method text
+    statements whose facts may have changed (they are re-checked). `text(node, is_new)`: the
+    source lines of a node (a method, a part of the class's header) in the new or the old
+    version. `names`: `member_names` by method text
     (they hold no position), read and left holding this call's (a keystroke typed and then
     deleted finds the method's text of two calls ago).
 
@@ -332,7 +330,7 @@ def settled_members(
         return [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
     before, after = methods(old), methods(new)
-    if [m.name for m in before] != [m.name for m in after] or _header(old) != _header(new):
+    if [m.name for m in before] != [m.name for m in after] or _header(old, lambda n: text(n, False)) != _header(new, lambda n: text(n, True)):
         return None  # a method added, removed, renamed or moved; the class changed outside its methods
 
     seen: dict[str, Names] = {}
