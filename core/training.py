@@ -104,6 +104,15 @@ def _rename(name: str | None, binding: dict[str, str]) -> str | None:
     return binding[head] + dot + rest if head in binding else name
 
 
+def _resolves_by(assign: Event) -> tuple[object, ...]:
+    """What `ModuleModel.assignments` gives name resolution of an assignment: its targets and the callee of its
+    value (`trainer = Trainer()`), and the text of a `functools.partial` (whose first argument is the callee)."""
+    value = assign.value
+    if value is None:
+        return assign.targets
+    return assign.targets, value.callee, value.text if value.callee == "functools.partial" else None
+
+
 def _reads_state(event: Event) -> bool:
     """A call without arguments named as a reader (`_READER`): it reads a count, it does not train."""
     return not (event.args or event.keywords) and bool(_READER.match(tail(event.name or "")))
@@ -157,6 +166,10 @@ class TrainingModel:
         # for the events of statements an edit cannot have changed (`reuse`), while their callees expand alike
         self._segments: dict[int, tuple[Event, tuple[tuple[Event, ...], ...], tuple[Event, ...]]] = {}
         self._kinds: dict[str, int] | None = None  # `may_hold`'s bits per function
+        self._weighed: set[str] = set()  # functions whose own kinds read their calls' arguments (`_may_follow`)
+        self._kinds_before: tuple[dict[str, Any], dict[str, int]] | None = None  # see `carry_kinds`
+        self._resolution: tuple[object, ...] | None = None  # `resolution_key`
+        self._assigns: dict[int, tuple[Function, tuple[object, ...]]] = {}  # by Function id: its assignments, as there
         self._stars: dict[str, str | None] = {}  # `_star_import` by name
         self._on_disk: dict[tuple[str, bool], bool] = {}  # `_may_follow` by name: an import of a module of the project
 
@@ -208,6 +221,7 @@ class TrainingModel:
         self._on_disk.update(previous._on_disk)
         self._foreign_loops.update(previous._foreign_loops)
         self._expanded.update((q, v) for q, v in previous._expanded.items() if q in functions)
+        self._weighed |= previous._weighed & functions  # with their own kinds (`carry_kinds`)
         # a callee's expansion under a call chain rests on the callee (and what it reaches), and on the chain's names only
         self._inlined.update((k, v) for k, v in previous._inlined.items() if k[0] in functions)
         self._calls_model.update((k, v) for k, v in previous._calls_model.items() if k[1] in functions)
@@ -222,6 +236,43 @@ class TrainingModel:
             self.function_memo(name).update((k, v) for k, v in by_function.items() if k in functions)
 
     # --- expansion ----------------------------------------------------------------------
+
+    def carry_kinds(self, previous: TrainingModel) -> None:
+        """Take over what `previous` (a model of an earlier version of the same document) found of the own
+        kinds (`_own_kinds`) of each function this model holds the very Function object of, when nothing a
+        call's name resolves by can have changed (`resolution_key`): the function's events and that
+        resolution are all they rest on, unless a call was weighed by the kinds of its arguments (`_weighed`:
+        they may rest on other functions), and those are found again. When every function's own kinds come
+        out as before, `may_hold` answers with the previous bits."""
+        if previous._kinds is None:
+            return
+        key = previous.resolution_key()
+        self._assigns = previous._assigns  # the assignments of the very same functions are read once
+        if self.resolution_key() != key:
+            return
+        old, memo, before = previous.function_memo("own-kinds"), self.function_memo("own-kinds"), previous.model.functions
+        for qualname, fn in self.model.functions.items():
+            if qualname not in memo and qualname in old and qualname not in previous._weighed and before.get(qualname) is fn:
+                memo[qualname] = old[qualname]
+        self._kinds_before = (old, previous._kinds)
+
+    def resolution_key(self) -> tuple[object, ...]:
+        """What `call_targets` resolves a name by, besides the event itself: the functions (qualname, where
+        defined, owner) with their assignments (`assignments` reads the chain of enclosing functions and
+        every method of a class), the classes (bases, methods) and the import map."""
+        if self._resolution is None:
+            known, assigns = self._assigns, {}
+            functions = []
+            for qualname, fn in self.model.functions.items():
+                entry = known.get(id(fn))
+                if entry is None or entry[0] is not fn:
+                    entry = (fn, tuple(_resolves_by(e) for e in fn.events if e.kind is EventKind.ASSIGN))
+                assigns[id(fn)] = entry
+                functions.append((qualname, fn.parent, fn.owner, entry[1]))
+            classes = tuple((c.qualname, c.bases, tuple(c.methods.items())) for c in self.model.classes.values())
+            self._assigns = assigns
+            self._resolution = (tuple(sorted(self.model.imports.aliases.items())), tuple(functions), classes)
+        return self._resolution
 
     def may_hold(self, qualname: str, kind: EventKind) -> bool:
         """Whether `expanded(qualname)` can hold an event of `kind`, answered without expanding
@@ -239,11 +290,15 @@ class TrainingModel:
 
     def _reachable_kinds(self) -> dict[str, int]:
         memo = self.function_memo("own-kinds")
-        bits: dict[str, int] = {}
-        callers: dict[str, list[str]] = {}
         for qualname, fn in self.model.functions.items():
             if qualname not in memo:
                 memo[qualname] = self._own_kinds(fn)
+        before = self._kinds_before
+        if before is not None and before[0].keys() == memo.keys() and all(before[0][q] == m for q, m in memo.items()):
+            return dict(before[1])  # the same own kinds: the same bits
+        bits: dict[str, int] = {}
+        callers: dict[str, list[str]] = {}
+        for qualname in self.model.functions:
             own, targets = memo[qualname]
             bits[qualname] = own
             for target in targets:
@@ -269,7 +324,7 @@ class TrainingModel:
                 continue
             found = self.model.call_targets(event)
             targets.extend(t for t in found if t in self.model.functions)
-            if not found and self.project is not None and event.kind is EventKind.CALL and self._may_follow(event):
+            if own != _EVERY_KIND and not found and self.project is not None and event.kind is EventKind.CALL and self._may_follow(event):
                 own = _EVERY_KIND
         return own, tuple(dict.fromkeys(targets))
 
@@ -280,7 +335,10 @@ class TrainingModel:
         if key not in self._on_disk:  # by name: a module of the project that may define it
             assert self.project is not None
             self._on_disk[key] = self._imported_function(call, qualified) and self.project.may_define(self.model.path, qualified)
-        return self._on_disk[key] and self._handed_training(call)
+        if not self._on_disk[key]:
+            return False
+        self._weighed.add(call.function)
+        return self._handed_training(call)
 
     def expanded(self, qualname: str, _stack: tuple[str, ...] = ()) -> tuple[Event, ...]:
         """A function's events with same-file callees inlined after each call."""

@@ -310,11 +310,15 @@ class ScopedChecker:
         reusable = settled is not None and bool(settled[0])
         if shared is not None and previous_training is not None and moved is not None and (len(moved) < len(units) or reusable):
             _reuse_training(shared.training, previous_training, builder, set(range(len(units))) - moved, settled)
+        if shared is not None and previous_training is not None:
+            shared.training.carry_kinds(previous_training)  # what each function may reach, when no call can resolve otherwise
         if dirty and local:
             ctx = shared if sub is model and shared is not None else Context(sub, config, (), view)
             if ctx is not shared and reusable and previous_local is not None:  # the methods' expansions only: their loops' callers may differ in a submodel
                 _reuse_training(ctx.training, previous_local, builder, set(), (settled[0], frozenset()))  # type: ignore[index]
             if ctx is not shared:
+                if previous_local is not None:
+                    ctx.training.carry_kinds(previous_local)
                 self._local_training = ctx.training
             for rule in local:
                 for diagnostic in rule.check(ctx):

@@ -1083,3 +1083,62 @@ def test_a_bracket_left_open_over_many_statements_parses_the_rest_once(monkeypat
     assert known is not None and chunk_lines(SourceText(broken), known) == expected
     assert calls == [False]
     assert (known[-1] == broken.count("\n") - 2) is resyncs  # `def after()` starts a statement of its own
+
+
+KINDS_BASE = """import torch
+
+
+class Trainer:
+    def fit(self, model, opt, data):
+        for x in data:
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+
+
+class Other:
+    def fit(self, model, opt, data):
+        return len(data)
+
+
+class Runner:
+    def setup(self):
+        self.trainer = Other()
+        self.size = 10
+
+    def run(self, model, opt, data):
+        for epoch in range(3):
+            self.trainer.fit(model, opt, data)
+"""
+
+
+def test_what_each_function_may_reach_is_carried_until_a_call_resolves_otherwise() -> None:
+    # `TrainingModel.carry_kinds`: a digit typed in `setup` leaves every call's target as it was, so the bits
+    # of the last version are the answer; `Other()` -> `Trainer()` there makes `run`'s unchanged call reach
+    # `Trainer.fit`, so its own kinds are found again
+    from torch_preflight.core.semantic import EventKind
+    from torch_preflight.core.training import TrainingModel
+
+    doc = Document("file:///tmp/prop/kinds.py", KINDS_BASE, 0)
+    config = Config(select=("ALL",))
+    doc.analysis(config)
+
+    def kinds() -> tuple[TrainingModel, dict[str, int]]:
+        training = doc.scoped._training
+        assert training is not None
+        training.may_hold("Runner.run", EventKind.STEP)
+        fresh = TrainingModel(build(ast.parse(doc.text), SourceText(doc.text), doc.path))
+        fresh.may_hold("Runner.run", EventKind.STEP)
+        assert training._kinds == fresh._kinds
+        return training, training._kinds
+
+    before, bits = kinds()
+    assert not before.may_train("Runner.run")
+    insert_and_compare(doc, config, "0\n", "1", 1)  # self.size = 110
+    after, same = kinds()
+    assert after is not before and after._kinds_before is not None and same == bits
+    insert_and_compare(doc, config, "Other()\n        self.size", "Trainer()  # ", 2)
+    changed, _ = kinds()
+    assert changed._kinds_before is None  # `run`'s call resolves otherwise: nothing carried
+    assert changed.may_train("Runner.run")
+    doc.close()
