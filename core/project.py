@@ -23,7 +23,7 @@ import os
 import re
 import sys
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -390,30 +390,54 @@ class ParsedModule:
     _changed: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
     _ends: list[int] | None = field(default=None, compare=False, repr=False)  # offset after each line of the text
     _mentions: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    _headers: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
 
-    def statements_for(self, names: Iterable[str]) -> list[int]:
+    def statements_for(self, names: Iterable[str], done: Collection[int] = (), bodies: bool = True) -> list[int]:
         """The indices, in order, of the top-level statements that binding `names` as the module's top level
         needs: the imports, and to a fixed point from `names`, every def or class of a name the kept code
         mentions, or one that changes a variable it mentions (`def _fill(): WIDTHS["large"] = 48`), or one
         decorated by a name it mentions (`@register("resnet")`: the decorator runs as the module loads);
         and every other statement that mentions one (it may bind, change, register or fill it:
         `Block.forward = ...`, `registry[name] = Block`, `if fused: Attention = FusedAttention`, `_fill()`).
-        What no kept name reaches (a table of pretrained weights, the module's other models) is left unrun."""
+        What no kept name reaches (a table of pretrained weights, the module's other models) is left unrun.
+        `bodies` False: what a def or class mentions in its functions' bodies is not followed (those run
+        only when called; the caller binds what they look up then, `Interpreter.run_module`). `done`:
+        statements kept by an earlier call (and run), whose names were followed then: not given again."""
         by_name = self._index()
         body = self.tree.body
-        kept = {i for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}
+        kept = set() if done else {i for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}  # done: run with them
         todo = list(dict.fromkeys(names))
         seen = set(todo)
         while todo:
             name = todo.pop()
             for index in (*by_name.get(name, ()), *(self._changing(name) if name in self._variables else ())):
-                if index not in kept:
+                if index not in kept and index not in done:
                     kept.add(index)
-                    for mentioned in self._mentioned(index):
+                    for mentioned in self._mentioned(index) if bodies else self._defined_with(index):
                         if mentioned not in seen:
                             seen.add(mentioned)
                             todo.append(mentioned)
         return sorted(kept)
+
+    def binds(self, name: str) -> bool:
+        """Some top-level statement may bind `name` (a def or class of that name, or another that mentions it)."""
+        return name in self._index()
+
+    def _defined_with(self, index: int) -> set[str]:
+        """What a statement mentions as it runs: all of it, but of a def or class only its header (decorators,
+        bases, defaults, annotations, a class's other body statements and its methods' headers)."""
+        stmt = self.tree.body[index]
+        if not isinstance(stmt, _DEFS):
+            return self._mentioned(index)
+        found = self._headers.get(index)
+        if found is None:
+            if isinstance(stmt, ast.ClassDef):
+                found = _mentions_of_header(stmt)[0] | {stmt.name}
+            else:
+                parts = (*stmt.decorator_list, stmt.args, *([stmt.returns] if stmt.returns else []))
+                found = {stmt.name}.union(*(_mentions(part)[0] for part in parts))
+            self._headers[index] = found
+        return found
 
     def _index(self) -> dict[str, list[int]]:
         """Defs and classes by their name and the module's own decorators they carry; other statements (not

@@ -274,6 +274,22 @@ class Calls:
         finally:
             self.cur_path = saved
 
+    def bind_late(self: Interpreter, scope: Scope, name: str) -> bool:
+        """Run what binding `name` needs of the module `scope`'s chain ends in, when that module's top level was run
+        only in part (`run_module`: a function's body runs only when called, and what it looks up is bound then);
+        whether anything ran. Each name is asked once per module."""
+        while scope.parent is not None:
+            scope = scope.parent
+        lazy = scope.lazy
+        if lazy is None or name in lazy[2] or not lazy[0].binds(name):
+            return False
+        module, module_name, asked = lazy
+        asked.add(name)
+        done = self.loaded[module.path][1]
+        before = len(done)
+        self.run_module(module, module_name, (name,))
+        return len(done) > before
+
     def foreign_file(self: Interpreter) -> str:
         """The running file when it is one of the user's other modules, else ""."""
         return self.cur_path if self.cur_path != self.model.path else ""
@@ -289,8 +305,10 @@ class Calls:
             scope.vars["__name__"] = name
             loaded = self.loaded[module.path] = (scope, set())
         scope, done = loaded
+        if wanted is not None and scope.lazy is None:
+            scope.lazy = (module, name, set())  # what its functions look up when they run is bound then (`bind_late`)
         body = module.tree.body
-        todo = [i for i in (module.statements_for(wanted) if wanted is not None else range(len(body))) if i not in done]
+        todo = [i for i in (module.statements_for(wanted, done, bodies=False) if wanted is not None else range(len(body))) if i not in done]
         if todo:
             done.update(todo)
             saved = (self.in_script, self.cur_path)

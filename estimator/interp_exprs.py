@@ -66,6 +66,11 @@ class Expressions:
                 return scope.lookup(node.id)
             except KeyError:
                 pass
+            if self.bind_late(scope, node.id):
+                try:
+                    return scope.lookup(node.id)
+                except KeyError:
+                    pass
             if node.id in BUILTINS:
                 return Qualified(node.id)
             imports = scope.imports or self.model.imports

@@ -56,6 +56,8 @@ class Scope:
         # one of the user's other modules that a model class was read from)
         self.imports: ImportMap | None = imports if imports is not None or parent is None else parent.imports
         self.path: str = path or (parent.path if parent is not None else "")
+        # another module's scope whose top level ran in part: the module, its name, and the names asked for since
+        self.lazy: tuple[Any, str, set[str]] | None = None
 
     def lookup(self, name: str) -> Any:
         scope: Scope | None = self

@@ -315,3 +315,36 @@ def test_what_a_definition_changes_from_the_lines_naming_a_variable_is_the_whole
                     assert _changes(stmt, name, module._lines_naming(name)) == (name in whole), (stmt.name, name)
                     checked += 1
     assert checked > 10_000
+
+
+UNCALLED_MODELS = PRETRAINED_MODELS.replace(
+    "    def forward(self, x):",
+    '    def url(self):  # never called: the table it reads is never built\n        return PRETRAINED["net_0"]["url"]\n\n    def forward(self, x):',
+)
+
+
+def test_what_an_imported_class_looks_up_is_bound_when_its_methods_run(tmp_path: Path) -> None:
+    # `Net.__init__` reads WIDTHS, `Net.url` the table: only what runs is bound, when it runs (a module run for
+    # everything its classes' methods mention would build the table and spend the estimate's work budget on it)
+    assert estimate_wide_net(tmp_path, UNCALLED_MODELS) == [("fc", 8 * 48 + 48)]
+
+
+def test_statements_for_follows_the_bodies_of_definitions_only_when_asked() -> None:
+    import ast
+
+    from torch_preflight.core.names import ImportMap
+    from torch_preflight.core.project import ParsedModule
+
+    tree = ast.parse(UNCALLED_MODELS)
+    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
+
+    def kept(indices: list[int]) -> list[str]:
+        return [getattr(tree.body[i], "name", None) or ast.unparse(tree.body[i]) for i in indices]
+
+    assert kept(module.statements_for(["Net"])) == [
+        "import torch.nn as nn", "_table", "PRETRAINED = _table()", "WIDTHS = {'small': 16}", "Net", "WIDTHS['large'] = 48"
+    ]
+    headers = module.statements_for(["Net"], bodies=False)
+    assert kept(headers) == ["import torch.nn as nn", "Net"]
+    # asked later for what `__init__` looks up: only the statements not run yet
+    assert kept(module.statements_for(["WIDTHS"], done=headers, bodies=False)) == ["WIDTHS = {'small': 16}", "WIDTHS['large'] = 48"]
