@@ -472,18 +472,19 @@ class ParsedModule:
         if found is None:
             body = self.tree.body
             candidates = [i for i, stmt in enumerate(body) if isinstance(stmt, _DEFS)]
-            found = []
             if self.text is not None:
                 lines = self._lines_naming(variable)
                 found = [i for i in candidates if _changes(body[i], variable, lines)]
-            for index in candidates if self.text is None else ():
-                changed = self._changed.get(index)
-                if changed is None:
-                    changed = self._changed[index] = _changed_names(body[index], self._variables)
-                if variable in changed:
-                    found.append(index)
+            else:
+                found = [i for i in candidates if variable in self._changed_by(i)]
             self._changers[variable] = found
         return found
+
+    def _changed_by(self, index: int) -> set[str]:
+        changed = self._changed.get(index)
+        if changed is None:
+            changed = self._changed[index] = _changed_names(self.tree.body[index], self._variables)
+        return changed
 
     def _lines_naming(self, name: str) -> list[int]:
         """The lines (1-based, sorted) of the text where the word `name` appears."""
