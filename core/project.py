@@ -392,17 +392,17 @@ class ParsedModule:
     _mentions: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
     _headers: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
 
-    def statements_for(self, names: Iterable[str], done: Collection[int] = (), bodies: bool = True) -> list[int]:
+    def statements_for(self, names: Iterable[str], done: Collection[int] = ()) -> list[int]:
         """The indices, in order, of the top-level statements that binding `names` as the module's top level
         needs: the imports, and to a fixed point from `names`, every def or class of a name the kept code
         mentions, or one that changes a variable it mentions (`def _fill(): WIDTHS["large"] = 48`), or one
         decorated by a name it mentions (`@register("resnet")`: the decorator runs as the module loads);
         and every other statement that mentions one (it may bind, change, register or fill it:
         `Block.forward = ...`, `registry[name] = Block`, `if fused: Attention = FusedAttention`, `_fill()`).
-        What no kept name reaches (a table of pretrained weights, the module's other models) is left unrun.
-        `bodies` False: what a def or class mentions in its functions' bodies is not followed (those run
-        only when called; the caller binds what they look up then, `Interpreter.run_module`). `done`:
-        statements kept by an earlier call (and run), whose names were followed then: not given again."""
+        Of a def or class only what its header mentions counts: its functions' bodies run only when called,
+        and the caller binds what they look up then (`Interpreter.bind_late`). What no kept name reaches (a
+        table of pretrained weights, the module's other models) is left unrun. `done`: statements kept by
+        an earlier call (and run), whose names were followed then: not given again."""
         by_name = self._index()
         body = self.tree.body
         kept = set() if done else {i for i, stmt in enumerate(body) if isinstance(stmt, _IMPORTS)}  # done: run with them
@@ -413,7 +413,7 @@ class ParsedModule:
             for index in (*by_name.get(name, ()), *(self._changing(name) if name in self._variables else ())):
                 if index not in kept and index not in done:
                     kept.add(index)
-                    for mentioned in self._mentioned(index) if bodies else self._defined_with(index):
+                    for mentioned in self._defined_with(index):
                         if mentioned not in seen:
                             seen.add(mentioned)
                             todo.append(mentioned)

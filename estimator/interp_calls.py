@@ -308,7 +308,7 @@ class Calls:
         if wanted is not None and scope.lazy is None:
             scope.lazy = (module, name, set())  # what its functions look up when they run is bound then (`bind_late`)
         body = module.tree.body
-        todo = [i for i in (module.statements_for(wanted, done, bodies=False) if wanted is not None else range(len(body))) if i not in done]
+        todo = [i for i in (module.statements_for(wanted, done) if wanted is not None else range(len(body))) if i not in done]
         if todo:
             done.update(todo)
             saved = (self.in_script, self.cur_path)

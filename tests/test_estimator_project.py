@@ -232,7 +232,9 @@ def test_an_imported_name_runs_only_what_it_needs_of_its_module(tmp_path: Path) 
 
 
 def test_statements_for_keeps_what_binds_changes_or_registers_a_name() -> None:
-    assert statements_for(PRETRAINED_MODELS, "Net") == ["import torch.nn as nn", "WIDTHS = {'small': 16}", "Net", "WIDTHS['large'] = 48"]
+    # a class alone: what `Net.__init__` looks up (WIDTHS) is bound when it runs, and then both statements count
+    assert statements_for(PRETRAINED_MODELS, "Net") == ["import torch.nn as nn", "Net"]
+    assert statements_for(PRETRAINED_MODELS, "WIDTHS") == ["import torch.nn as nn", "WIDTHS = {'small': 16}", "WIDTHS['large'] = 48"]
     assert statements_for(PRETRAINED_MODELS, "PRETRAINED") == ["import torch.nn as nn", "_table", "PRETRAINED = _table()"]
 
 
@@ -243,9 +245,8 @@ def test_a_function_that_fills_a_name_runs_with_it(tmp_path: Path) -> None:
 
 def test_statements_for_follows_what_changes_a_name_and_what_a_decorator_registers() -> None:
     assert statements_for(FILLED_MODELS, "WIDTHS") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()"]
-    # the registry, the function that appends to it, and the class it decorates (with what that class reads)
-    assert statements_for(FILLED_MODELS, "REGISTRY") == ["import torch.nn as nn", "WIDTHS = {}", "_fill", "_fill()", "register",
-                                                         "REGISTRY = []", "Net"]
+    # the registry, the function that appends to it, and the class it decorates
+    assert statements_for(FILLED_MODELS, "REGISTRY") == ["import torch.nn as nn", "register", "REGISTRY = []", "Net"]
 
 
 GLOBAL_MODELS = """\
@@ -268,7 +269,7 @@ class Net(nn.Module):
 
 
 def test_statements_for_follows_a_name_a_function_declares_global() -> None:
-    assert statements_for(GLOBAL_MODELS, "Net") == ["import torch.nn as nn", "setup", "setup()", "Net"]
+    assert statements_for(GLOBAL_MODELS, "WIDTH") == ["import torch.nn as nn", "setup", "setup()"]
 
 
 def test_statements_for_reads_the_text_only_to_skip_work() -> None:
@@ -329,7 +330,7 @@ def test_what_an_imported_class_looks_up_is_bound_when_its_methods_run(tmp_path:
     assert estimate_wide_net(tmp_path, UNCALLED_MODELS) == [("fc", 8 * 48 + 48)]
 
 
-def test_statements_for_follows_the_bodies_of_definitions_only_when_asked() -> None:
+def test_statements_for_gives_only_what_has_not_run() -> None:
     import ast
 
     from torch_preflight.core.names import ImportMap
@@ -341,10 +342,8 @@ def test_statements_for_follows_the_bodies_of_definitions_only_when_asked() -> N
     def kept(indices: list[int]) -> list[str]:
         return [getattr(tree.body[i], "name", None) or ast.unparse(tree.body[i]) for i in indices]
 
-    assert kept(module.statements_for(["Net"])) == [
-        "import torch.nn as nn", "_table", "PRETRAINED = _table()", "WIDTHS = {'small': 16}", "Net", "WIDTHS['large'] = 48"
-    ]
-    headers = module.statements_for(["Net"], bodies=False)
+    headers = module.statements_for(["Net"])
     assert kept(headers) == ["import torch.nn as nn", "Net"]
-    # asked later for what `__init__` looks up: only the statements not run yet
-    assert kept(module.statements_for(["WIDTHS"], done=headers, bodies=False)) == ["WIDTHS = {'small': 16}", "WIDTHS['large'] = 48"]
+    # asked later for what `__init__` looks up: only the statements not run yet, the imports not again
+    assert kept(module.statements_for(["WIDTHS"], done=headers)) == ["WIDTHS = {'small': 16}", "WIDTHS['large'] = 48"]
+    assert kept(module.statements_for(["Net"], done=headers)) == []
