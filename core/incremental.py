@@ -431,7 +431,7 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
     need = 0  # the next part parsed ends at or after this line: twice the last that failed
     for index in itertools.chain(_token_resyncs(rows, grammar.version_info, near), [len(cands)] if limit == len(lines) else []):
         end = cands[index][0] + 1 if index < len(cands) else len(lines)
-        if end < need:
+        if end < need and index < len(cands):  # the end of the text is always worth its parse
             continue
         module = grammar.parse("\n".join(rows[: end - shift]) + ("\n" if end < len(lines) else ""), error_recovery=True, cache=False, diff_cache=False)
         children = [child.start_pos[0] - 1 + shift for child in module.children if child.type != "endmarker"]
