@@ -383,11 +383,10 @@ class ParsedModule:
     path: str
     tree: ast.Module
     imports: ImportMap
-    text: str | None = field(default=None, compare=False, repr=False)  # its source: finds the defs worth a walk
+    text: str = field(compare=False, repr=False)  # its source: the lines that name a variable
     _by_name: dict[str, list[int]] | None = field(default=None, compare=False, repr=False)
     _variables: set[str] = field(default_factory=set, compare=False, repr=False)
     _changers: dict[str, list[int]] = field(default_factory=dict, compare=False, repr=False)
-    _changed: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
     _ends: list[int] | None = field(default=None, compare=False, repr=False)  # offset after each line of the text
     _mentions: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
     _headers: dict[int, set[str]] = field(default_factory=dict, compare=False, repr=False)
@@ -448,11 +447,7 @@ class ParsedModule:
             self._variables = {target.id for stmt in body if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) if isinstance(target, ast.Name)}
             # a name a function declares global is a variable of the module too (`global CACHE; CACHE = {}`)
-            if self.text is not None:
-                self._variables.update(re.findall(r"\w+", " ".join(re.findall(r"\bglobal\s+(\w+(?:\s*,\s*\w+)*)", self.text))))
-            else:
-                self._variables.update(n for stmt in body if isinstance(stmt, _DEFS) for node in ast.walk(stmt)
-                                       if isinstance(node, ast.Global) for n in node.names)
+            self._variables.update(re.findall(r"\w+", " ".join(re.findall(r"\bglobal\s+(\w+(?:\s*,\s*\w+)*)", self.text))))
             # a decorator of this module's own may register what it decorates; an imported one (`torch.no_grad`) not here
             own = {stmt.name for stmt in body if isinstance(stmt, _DEFS)} | self._variables
             for index, stmt in enumerate(body):
@@ -467,28 +462,15 @@ class ParsedModule:
 
     def _changing(self, variable: str) -> list[int]:
         """The top-level defs and classes that may change the module-level `variable` in place or declare it
-        global (`_changed_names`); with a text, only the parts of them on lines that name it are walked (`_changes`)."""
+        global (`_changes`, which walks only the parts of them on lines that name it)."""
         found = self._changers.get(variable)
         if found is None:
-            body = self.tree.body
-            candidates = [i for i, stmt in enumerate(body) if isinstance(stmt, _DEFS)]
-            if self.text is not None:
-                lines = self._lines_naming(variable)
-                found = [i for i in candidates if _changes(body[i], variable, lines)]
-            else:
-                found = [i for i in candidates if variable in self._changed_by(i)]
-            self._changers[variable] = found
+            lines = self._lines_naming(variable)
+            found = self._changers[variable] = [i for i, stmt in enumerate(self.tree.body) if isinstance(stmt, _DEFS) and _changes(stmt, variable, lines)]
         return found
-
-    def _changed_by(self, index: int) -> set[str]:
-        changed = self._changed.get(index)
-        if changed is None:
-            changed = self._changed[index] = _changed_names(self.tree.body[index], self._variables)
-        return changed
 
     def _lines_naming(self, name: str) -> list[int]:
         """The lines (1-based, sorted) of the text where the word `name` appears."""
-        assert self.text is not None
         if self._ends is None:
             self._ends = list(itertools.accumulate(len(line) + 1 for line in self.text.split("\n")))  # offset after each line
         text = self.text
@@ -592,36 +574,12 @@ def _any_between(lines: list[int], first: int, last: int) -> bool:
     return at < len(lines) and lines[at] <= last
 
 
-def _changed_names(definition: ast.stmt, variables: set[str]) -> set[str]:
-    """The module-level variables (of `variables`) a def or class may change in place when it runs: `X[k] = v`,
-    `X.a = v`, `del X[k]`, `X.append(v)` (a mutating method), at any depth, not where it binds X itself (a
-    parameter, a local); and the names it declares `global`."""
-    found: set[str] = set()
-    declared: set[str] = set()
-    local: set[str] = set()
-    for node in ast.walk(definition):
-        if isinstance(node, ast.Global):
-            declared.update(node.names)
-        elif isinstance(node, ast.arg):
-            local.add(node.arg)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            local.add(node.id)
-        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            base = node.value
-            while isinstance(base, (ast.Subscript, ast.Attribute)):
-                base = base.value
-            if isinstance(base, ast.Name):
-                found.add(base.id)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
-              and isinstance(node.func.value, ast.Name)):
-            found.add(node.func.value.id)
-    return ((found - local) & variables) | declared
-
-
 def _changes(definition: ast.stmt, variable: str, lines: list[int]) -> bool:
-    """`variable in _changed_names(definition, {variable})`, from the nodes on the lines (1-based, sorted) that
-    name it: a node that declares it global, binds it or changes it in place spans such a line (and so do the
-    nodes holding it, a def or class from its first decorator), so a node spanning none is not walked."""
+    """Whether a def or class may change the module-level `variable` in place when it runs (`X[k] = v`, `X.a = v`,
+    `del X[k]`, `X.append(v)`: a mutating method; at any depth, not where it binds X itself: a parameter, a
+    local) or declares it `global`; from the nodes on the lines (1-based, sorted) that name it: a node that
+    declares, binds or changes it spans such a line (and so do the nodes holding it, a def or class from its
+    first decorator), so a node spanning none is not walked."""
     found = local = False
     todo: list[ast.AST] = [definition]
     while todo:

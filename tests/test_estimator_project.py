@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -222,7 +223,7 @@ def statements_for(source: str, name: str) -> list[str]:
     from torch_preflight.core.project import ParsedModule
 
     tree = ast.parse(source)
-    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
+    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree), source)
     return [getattr(tree.body[i], "name", None) or ast.unparse(tree.body[i]) for i in module.statements_for([name])]
 
 
@@ -272,8 +273,8 @@ def test_statements_for_follows_a_name_a_function_declares_global() -> None:
     assert statements_for(GLOBAL_MODELS, "WIDTH") == ["import torch.nn as nn", "setup", "setup()"]
 
 
-def test_statements_for_reads_the_text_only_to_skip_work() -> None:
-    # the source text narrows which definitions are walked for what they change; the answer is the walk's
+def test_the_variables_read_from_the_text_are_the_walks() -> None:
+    # the names a function declares `global` are found in the text; a walk of the syntax tree finds the same
     import ast
 
     from torch_preflight.core.names import ImportMap
@@ -283,12 +284,39 @@ def test_statements_for_reads_the_text_only_to_skip_work() -> None:
     sources += [p.read_text() for p in sorted((Path(__file__).parent.parent / "examples").rglob("*.py"))]
     for source in sources:
         tree = ast.parse(source)
-        names = [getattr(s, "name", None) for s in tree.body] + [t.id for s in tree.body if isinstance(s, ast.Assign)
-                                                                 for t in s.targets if isinstance(t, ast.Name)]
-        with_text = ParsedModule("m.py", tree, ImportMap.from_tree(tree), source)
-        walked = ParsedModule("m.py", tree, ImportMap.from_tree(tree))
-        for name in filter(None, names):
-            assert with_text.statements_for([name]) == walked.statements_for([name]), name
+        module = ParsedModule("m.py", tree, ImportMap.from_tree(tree), source)
+        module._index()
+        assigned = {t.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                    for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)}
+        declared = {n for s in tree.body for node in ast.walk(s) if isinstance(node, ast.Global) for n in node.names}
+        assert module._variables == assigned | declared
+
+
+def _changed_names(definition: ast.stmt, variables: set[str]) -> set[str]:
+    """The reference for `_changes`: the variables (of `variables`) a def or class may change in place or declares
+    `global`, from a walk of all of it."""
+    from torch_preflight.core.project import _MUTATORS
+
+    found: set[str] = set()
+    declared: set[str] = set()
+    local: set[str] = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Global):
+            declared.update(node.names)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            local.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                found.add(base.id)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS
+              and isinstance(node.func.value, ast.Name)):
+            found.add(node.func.value.id)
+    return ((found - local) & variables) | declared
 
 
 def test_what_a_definition_changes_from_the_lines_naming_a_variable_is_the_whole_walk() -> None:
@@ -296,7 +324,7 @@ def test_what_a_definition_changes_from_the_lines_naming_a_variable_is_the_whole
     import ast
 
     from torch_preflight.core.names import ImportMap
-    from torch_preflight.core.project import ParsedModule, _changed_names, _changes
+    from torch_preflight.core.project import ParsedModule, _changes
 
     root = Path(__file__).parent.parent
     paths = [*sorted((root / "examples").rglob("*.py")), *sorted((root / "core").glob("*.py")), *sorted((root / "estimator").glob("*.py"))]
@@ -337,7 +365,7 @@ def test_statements_for_gives_only_what_has_not_run() -> None:
     from torch_preflight.core.project import ParsedModule
 
     tree = ast.parse(UNCALLED_MODELS)
-    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree))
+    module = ParsedModule("models.py", tree, ImportMap.from_tree(tree), UNCALLED_MODELS)
 
     def kept(indices: list[int]) -> list[str]:
         return [getattr(tree.body[i], "name", None) or ast.unparse(tree.body[i]) for i in indices]
