@@ -565,13 +565,20 @@ _STAND_INS = {"class ": "class _:", "def ": "def _():", "async def ": "async def
 _CLAUSE = re.compile(r"(?:else|elif|except|finally)\b")  # continues the compound statement before it
 
 
-def _stand_in(code: str) -> str | None:
-    """The stand-in header under which the body statements of a top-level class or function
-    (`code`, with a one-line header) parse alone, or None for any other statement."""
-    first = code.split("\n", 1)[0]
+def _stand_in(lines: list[str]) -> tuple[int, str] | None:
+    """The header line of a top-level class or function (`lines`: its text's; a one-line
+    header, after its decorators) and the stand-in header under which its body statements parse
+    alone, or None for any other statement. Decorators are the lines before the first that
+    starts `class` or `def` (what they hold is parsed with the header: `_repair_member`)."""
+    at = 0
+    if lines[0].startswith("@"):
+        at = next((i for i, line in enumerate(lines) if line.startswith(("class ", "def ", "async def "))), -1)
+        if at < 0:
+            return None
+    first = lines[at]
     if not first.rstrip().endswith(":"):
         return None
-    return next((header for start, header in _STAND_INS.items() if first.startswith(start)), None)
+    return next(((at, header) for start, header in _STAND_INS.items() if first.startswith(start)), None)
 
 
 # Comments and string literals as Python's tokenizer reads them, in this order: a comment, a
@@ -610,17 +617,20 @@ def _member_lines(code: str) -> tuple[str, list[int]] | None:
     neither a comment, a closing bracket nor a clause of the statement before (`else`, `elif`,
     `except`, `finally`), outside multi-line strings (`_string_lines`, which keeps strings
     apart even inside an unclosed bracket). None when the chunk is no plain `class Name...:`,
-    `def name(...):` or `async def` with a one-line header and an indented body."""
+    `def name(...):` or `async def` with a one-line header (decorators before it may take any
+    lines) and an indented body."""
     lines = code.split("\n")
-    if _stand_in(code) is None:
+    header = _stand_in(lines)
+    if header is None:
         return None
+    body = header[0] + 1
     inside = _string_lines(code)
-    indent = next((line[: len(line) - len(line.lstrip())] for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")), "")
+    indent = next((line[: len(line) - len(line.lstrip())] for line in lines[body:] if line.strip() and not line.lstrip().startswith("#")), "")
     if not indent or indent.strip():
         return None
     starts: list[int] = []
     decorated = False
-    for i, line in enumerate(lines[1:], 1):
+    for i, line in enumerate(lines[body:], body):
         if i in inside or not line.startswith(indent) or line[len(indent) : len(indent) + 1] in ("", " ", "\t", "#", ")", "]", "}"):
             continue
         if _CLAUSE.match(line, len(indent)):
@@ -628,7 +638,7 @@ def _member_lines(code: str) -> tuple[str, list[int]] | None:
         if not decorated:
             starts.append(i)
         decorated = line[len(indent)] == "@"
-    return (indent, starts) if starts and starts[0] == next(i for i, line in enumerate(lines[1:], 1) if line.strip() and not line.lstrip().startswith("#")) else None
+    return (indent, starts) if starts and starts[0] == next(i for i, line in enumerate(lines[body:], body) if line.strip() and not line.lstrip().startswith("#")) else None
 
 
 def _known_members(start: int, before: tuple[str, _Parsed]) -> Known | None:
@@ -669,11 +679,11 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     can take a second). `known`: parses of body statements by (first line in the chunk, text),
     which the language server takes from the last version."""
     split = _member_lines(code)
-    stand_in = _stand_in(code)
-    if split is None or stand_in is None:
+    if split is None:
         return None
     _, starts = split
     lines = code.split("\n")
+    stand_in = _stand_in(lines)[1]  # type: ignore[index]  # `_member_lines` found the header
     bounds = [*starts, len(lines)]
     header = "\n" * start + "\n".join(lines[: starts[0]]) + "\n" + split[0] + "pass\n"
     try:

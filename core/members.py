@@ -219,10 +219,11 @@ def uses_of(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
     return Uses(member_names(fn), tuple(calls), frozenset(values))
 
 
-def class_uses(cls: ast.ClassDef) -> Uses:
+def class_uses(cls: ast.ClassDef, method: Callable[[ast.FunctionDef | ast.AsyncFunctionDef], Uses] = uses_of) -> Uses:
     """A class's `Uses`: its methods' together (what one method binds, another reads through `self`),
-    and every name its other statements, header and decorators read as a value."""
-    methods = [uses_of(m) for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    and every name its other statements, header and decorators read as a value. `method`: each
+    method's `Uses` (the language server's remembers those of the methods an edit kept)."""
+    methods = [method(m) for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
     rest = [*cls.decorator_list, *cls.bases, *cls.keywords, *(s for s in cls.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))]
     values = {n.id for node in rest for n in ast.walk(node) if isinstance(n, ast.Name)}
     names = Names(
@@ -307,6 +308,7 @@ def settled_members(
     outside: frozenset[str],
     text: Callable[[ast.AST, bool], str],
     names: dict[str, Names],
+    known: Callable[[ast.FunctionDef | ast.AsyncFunctionDef], Names | None] = lambda node: None,
 ) -> tuple[frozenset[str], frozenset[str]] | None:
     """For a top-level class, the only top-level statement an edit changed (`old` and `new`
     versions): the names of its methods whose facts the edit cannot have changed, as
@@ -318,7 +320,8 @@ def settled_members(
     source lines of a node (a method, a part of the class's header) in the new or the old
     version. `names`: `member_names` by method text
     (they hold no position), read and left holding this call's (a keystroke typed and then
-    deleted finds the method's text of two calls ago).
+    deleted finds the method's text of two calls ago); `known(method)`: its `Names` where the
+    caller has them otherwise (the language server's `Uses` of the very node), or None.
 
     A method is unsettled when its objects changed, or it reads a name an unsettled method passes
     on: its own name (a caller inlines it), or an attribute whose binding changed in it (see the
@@ -337,7 +340,7 @@ def settled_members(
 
     def unit(node: ast.FunctionDef | ast.AsyncFunctionDef, is_new: bool) -> Names:
         key = text(node, is_new)
-        found = seen.get(key) or names.get(key)
+        found = seen.get(key) or names.get(key) or known(node)
         if found is None:
             found = member_names(node)
         seen[key] = found

@@ -267,9 +267,14 @@ class ScopedChecker:
                 return known[1]
             found = uses.get(unit.text) or self._uses.get(unit.text)
             if found is None:
-                found = uses_of(unit.function) if unit.function is not None else class_uses(unit.cls)  # type: ignore[arg-type]
+                found = uses_of(unit.function) if unit.function is not None else class_uses(unit.cls, uses_of_unit)  # type: ignore[arg-type]
             uses[unit.text] = found
             return found
+
+        def known_names(method: ast.FunctionDef | ast.AsyncFunctionDef) -> Names | None:
+            """The `Names` of a method whose `Uses` this check or the last one found."""
+            known = method_uses.get(id(method)) or self._method_uses.get(id(method))
+            return known[1].names if known is not None and known[0] is method else None
 
         closures = None
         if previous is not None and diff is not None:
@@ -304,7 +309,7 @@ class ScopedChecker:
         shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
         if whole or sub is model:
             shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
-        settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, silent, self._member_names) if diff is not None and moved is not None else None
+        settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, silent, self._member_names, known_names) if diff is not None and moved is not None else None
         if silent:  # their callers pass what they passed: their expansions stand, not their loops' facts
             settled = (builder.owned(silent)[0] | (settled[0] if settled else frozenset()), settled[1] if settled else frozenset())
         reusable = settled is not None and bool(settled[0])
@@ -376,6 +381,7 @@ def _settled(
     moved: set[int],
     silent: set[int],
     names: dict[str, Names],
+    known: Callable[[ast.FunctionDef | ast.AsyncFunctionDef], Names | None],
 ) -> tuple[frozenset[str], frozenset[str]] | None:
     """Per-method units (`core.members.settled_members`): when the one statement an edit
     changed is a top-level class, the qualnames of the functions in it (methods and the
@@ -414,7 +420,7 @@ def _settled(
         return source.text[starts[first] : starts[end] if end < len(starts) else len(source.text)]
 
     outside = frozenset().union(*(units[j].binds for j in moved - silent if j != changed[0]))
-    found = settled_members(old, new, same, outside, text, names)
+    found = settled_members(old, new, same, outside, text, names, known)
     if found is None:
         return None
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
-from torch_preflight.core import incremental
+from torch_preflight.core import incremental, members
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import (
     IncrementalBuilder,
@@ -401,6 +401,38 @@ def test_a_syntax_error_in_one_statement_of_a_function_repairs_that_statement_on
     assert ast.dump(parse_statements(SourceText("\n" * 3 + broken)).tree) == ast.dump(ast.Module(body=[fn], type_ignores=[]))
 
 
+DECORATED_CLASS = """@compatibility(
+    is_backward_compatible=True)
+@dataclass
+class Graph:
+    \"\"\"Doc.\"\"\"
+
+    def a(self):
+        return self.nodes
+
+    @property
+    def b(self):
+        return len(self.nodes)
+"""
+
+
+def test_a_decorated_class_or_function_is_repaired_one_body_statement_at_a_time() -> None:
+    """Decorators, one line or several, come before the header: the body is split and repaired
+    as an undecorated one's (`Graph` in torch/fx/graph.py was repaired whole on each keystroke)."""
+    assert _member_lines(DECORATED_CLASS) == ("    ", [4, 6, 9])
+    broken = DECORATED_CLASS.replace("return self.nodes", "return self.nodes(")
+    parsed = _repair_member(2, broken)
+    assert parsed is not None and parsed.errors and parsed.errors[0].position.line == 2 + 7
+    (cls,) = parsed.body
+    clean = ast.parse("\n" * 2 + DECORATED_CLASS).body[0]
+    assert isinstance(cls, ast.ClassDef) and [ast.dump(d) for d in cls.decorator_list] == [ast.dump(d) for d in clean.decorator_list]
+    assert ast.dump(cls.body[2], include_attributes=True) == ast.dump(clean.body[2], include_attributes=True)  # `b`, intact
+    assert ast.dump(parse_statements(SourceText("\n" * 2 + broken)).tree) == ast.dump(ast.Module(body=[cls], type_ignores=[]))
+    decorated_function = "@torch.no_grad()\n" + FUNCTION
+    assert _member_lines(decorated_function) == ("    ", [2, 3, 8, 12])
+    assert _member_lines("@decorator\nx = 1\n") is None  # no `class` or `def` after the decorators
+
+
 def test_a_method_whose_repair_gives_nothing_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """The repair of a large class can take a second: a body statement whose own repair gives
     no tree is dropped (its lines counted as repaired) instead of repairing the whole class."""
@@ -644,6 +676,26 @@ def test_an_edit_inside_one_method_reuses_the_training_facts_of_the_methods_it_c
     third = classified_loops(doc)
     assert third["Trainer.epoch"] is not second["Trainer.epoch"]
     doc.close()
+
+
+def test_settled_members_takes_the_names_the_caller_knows_before_walking_a_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first edit in a class finds no method in `names` (by text, the last call's): the
+    `Names` the caller already has of a very node (the server's `Uses`) are taken, not walked again."""
+    old_text = TRAINER
+    new_text = TRAINER.replace("torch.save(", "1 and torch.save(", 1)
+    old, new = (next(s for s in ast.parse(t).body if isinstance(s, ast.ClassDef) and s.name == "Trainer") for t in (old_text, new_text))
+    edited = next(i for i, (a, b) in enumerate(zip(old.body, new.body, strict=True)) if ast.dump(a) != ast.dump(b))
+    have = {id(m): members.member_names(m) for m in new.body if isinstance(m, ast.FunctionDef) and m is not new.body[edited]}
+    walked: list[str] = []
+    real = members.member_names
+    monkeypatch.setattr(members, "member_names", lambda node: walked.append(node.name) or real(node))
+    lines = {False: old_text.split("\n"), True: new_text.split("\n")}
+
+    def text(node: ast.AST, is_new: bool) -> str:
+        return "\n".join(lines[is_new][node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
+
+    found = members.settled_members(old, new, lambda name: name != new.body[edited].name, frozenset(), text, {}, lambda node: have.get(id(node)))
+    assert found is not None and walked == [new.body[edited].name] * 2  # the edited method's two versions only
 
 
 SHARED = BASE + '''

@@ -9,16 +9,18 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import chunk_lines
-from torch_preflight.core.members import passes_changed, uses_of
+from torch_preflight.core.members import Uses, passes_changed, uses_of
 from torch_preflight.core.parse import parse
 from torch_preflight.core.project import Project
 from torch_preflight.core.source import SourceText
 from torch_preflight.server import convert
 from torch_preflight.server.documents import Document
 
+from torch_preflight import scoped
 from torch_preflight.analyze import analyze
 
 
@@ -435,6 +437,31 @@ def test_a_digit_typed_in_a_method_leaves_the_callees_other_callers_alone() -> N
     _edit(doc, line, len("        log("), "self.model or ", 2)  # log(self.model or n * 23): another value
     _same_as_fresh(doc, config)
     assert doc.scoped.rechecked == len(doc.builder.units)  # log's other callers too: the whole module
+    doc.close()
+
+
+def test_a_class_read_again_finds_the_uses_of_its_kept_methods_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class's `Uses` (what `_dirty` narrows the callees it spreads to by) is its methods'
+    together: after an edit of one method, the others are the very nodes of the last version,
+    and the `Uses` found of the edited one are not found again."""
+    asked: list[str] = []
+
+    def counting(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Uses:
+        asked.append(fn.name)
+        return uses_of(fn)
+
+    monkeypatch.setattr(scoped, "uses_of", counting)
+    doc = Document("file:///tmp/reuse/methods.py", METHODS, 0)
+    doc.analysis(ALL)
+    lines = METHODS.split("\n")
+    report, log = lines.index("        log(n * 2)"), lines.index("    print(x)")
+    _edit(doc, report, len("        log(n * 2"), "3", 1)
+    _same_as_fresh(doc, ALL)
+    assert asked.count("report") == 2  # its two versions
+    asked.clear()
+    _edit(doc, log, len("    print(x"), " or 1", 2)  # `print(x or 1)`: Trainer reads `log`, and spreads
+    _same_as_fresh(doc, ALL)
+    assert "report" not in asked and "step" in asked  # the edited Trainer's Uses: its kept methods found, the edited one not again
     doc.close()
 
 
