@@ -154,7 +154,38 @@ class _Part:
     resolved_for: object = None
     memo: dict[tuple[str, int], Any] = field(default_factory=dict)
     owner: str | None = None  # a class-body statement's piece: the class's qualname
-    members: list[_Part] = field(default_factory=list)  # a class's piece: its body statements' pieces, in order
+    # a split statement's piece (`_split_part`): its members' pieces in order (headers too), and those
+    # of its kept statements by the id of their node
+    members: list[_Part] = field(default_factory=list)
+    pieces: dict[int, _Part] = field(default_factory=dict)
+
+
+# Top-level statements whose data-flow index is merged from pieces (`DataFlow._split_part`): a
+# class (one piece per statement of its body), and the compound statements that run once at the
+# top level (`if TYPE_CHECKING: ... else:`, `try: ... except ImportError:`, `with` ...), one piece
+# per statement of their blocks, nested ones and the classes there split likewise.
+_CONTAINERS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler)
+_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
+
+
+def _blocks(node: ast.AST) -> list[ast.AST]:
+    return [child for name in _BLOCK_FIELDS for child in getattr(node, name, None) or ()]
+
+
+def piece_nodes(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes whose pieces `DataFlow._index_reusing` keeps for a top-level statement: the
+    statement itself, and for a split one (`_split_part`) the statements it keeps pieces of."""
+    yield stmt
+    if isinstance(stmt, (ast.ClassDef, *_CONTAINERS)):
+        yield from _kept(stmt)
+
+
+def _kept(node: ast.AST) -> Iterator[ast.AST]:
+    for child in _blocks(node):
+        if isinstance(node, ast.ClassDef) or not isinstance(child, (ast.ClassDef, *_CONTAINERS)):
+            yield child
+        else:
+            yield from _kept(child)
 
 
 
@@ -236,7 +267,7 @@ class DataFlow:
         for stmt in tree.body:
             entry = parts.get(id(stmt))
             if entry is None or entry[0] is not stmt:
-                entry = (stmt, self._class_part(stmt, parts) if isinstance(stmt, ast.ClassDef) else self._part(stmt))
+                entry = (stmt, self._split_part(stmt, parts) if isinstance(stmt, (ast.ClassDef, *_CONTAINERS)) else self._part(stmt))
                 parts[id(stmt)] = entry
             part = entry[1]
             self._resolve_part(part, imports)
@@ -274,27 +305,50 @@ class DataFlow:
         return _Part(module, scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits, owner=owner)
 
     @staticmethod
-    def _class_part(stmt: ast.ClassDef, parts: dict[int, tuple[ast.stmt, _Part]]) -> _Part:
-        """`_part` of a top-level class, merged from one piece per statement of its body, kept in
-        `parts` too: an edit inside one method gives the other statements of the body as the
-        previous version's very nodes (core/incremental.py), whose pieces, resolved calls and
-        per-scope answers are reused."""
-        module = Scope("", stmt, None, None)
-        part = _Part(module, {}, {}, {}, {stmt.name: stmt}, [])
-        for member in stmt.body:
-            entry = parts.get(id(member))
-            if entry is None or entry[0] is not member or entry[1].owner != stmt.name:
-                entry = parts[id(member)] = (member, DataFlow._part(member, stmt.name))
+    def _split_part(stmt: ast.stmt, parts: dict[int, tuple[ast.stmt, _Part]]) -> _Part:
+        """`_part` of a top-level class, `if`, `try` or `with` statement, merged from one piece
+        per statement of its blocks (and of the blocks of the `if`, `try`, `with` statements and
+        classes there, and one piece of each such statement's own header), kept in `parts` too:
+        an edit inside one function or method gives the other statements as the previous
+        version's very nodes (core/incremental.py), whose pieces, resolved calls and per-scope
+        answers are reused. The pieces index what `_walk` indexes of the statement, in its order."""
+        part = _Part(Scope("", stmt, None, None), {}, {}, {}, {}, [])
+        DataFlow._split_into(part, stmt, parts)
+        return part
+
+    @staticmethod
+    def _split_into(part: _Part, node: ast.AST, parts: dict[int, tuple[ast.stmt, _Part]]) -> None:
+        head = _Part(Scope("", node, None, None), {}, {}, {}, {}, [])
+        owner = None
+        if isinstance(node, ast.ClassDef):
+            head.classes[node.name] = node
+            owner = node.name
+        else:  # what `_walk` indexes of the statement itself, and of its children that are no block statements
+            scratch = DataFlow.__new__(DataFlow)
+            scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = head.scopes, head.scope_of_node, head.for_nodes, head.classes, head.fits
+            scratch._walk(node, head.module, blocks=False)
+        part.members.append(head)
+        _absorb(part, part.module, head)
+        for child in _blocks(node):
+            if owner is None and isinstance(child, (ast.ClassDef, *_CONTAINERS)):
+                DataFlow._split_into(part, child, parts)
+                continue
+            assert isinstance(child, ast.stmt)  # an `except` clause is split above
+            entry = parts.get(id(child))
+            if entry is None or entry[0] is not child or entry[1].owner != owner:
+                entry = parts[id(child)] = (child, DataFlow._part(child, owner))
             piece = entry[1]
             part.members.append(piece)
-            _absorb(part, module, piece)
-        return part
+            part.pieces[id(child)] = piece
+            _absorb(part, part.module, piece)
 
     def _child_name(self, scope: Scope, name: str, owner: str | None) -> str:
         prefix = owner or scope.qualname
         return f"{prefix}.{name}" if prefix else name
 
-    def _walk(self, node: ast.AST, scope: Scope) -> None:
+    def _walk(self, node: ast.AST, scope: Scope, blocks: bool = True) -> None:
+        """Index `node` into `scope`; `blocks` False: a compound statement's header only, not
+        the statements of its blocks (`_split_into` indexes those apart)."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for d in node.decorator_list:
                 self._walk(d, scope)
@@ -338,7 +392,11 @@ class DataFlow:
             if isinstance(func, ast.Attribute) and func.attr in ("fit", "fit_transform") and dotted(func.value):
                 self.fits.append((dotted(func.value) or "", scope.qualname, pos(node), node))
         scope_of_node = self.scope_of_node
-        for child in child_nodes(node):
+        children = child_nodes(node)
+        if not blocks:
+            inside = {id(c) for c in _blocks(node)}
+            children = [c for c in children if id(c) not in inside]
+        for child in children:
             kind = type(child)
             if kind in _LEAVES:  # what `_walk` would do for it, without the call
                 scope_of_node[id(child)] = scope.qualname
@@ -459,11 +517,21 @@ class DataFlow:
             if not part.members:
                 found.extend(self._memo(key, part, stmt, lambda s: [n for n in breadth_first(s) if keep(n)]))
                 continue
-            # a class: its header, then each body statement's nodes, kept in that statement's piece
-            body = {id(member) for member in getattr(stmt, "body", [])}
-            found.extend(n for n in (stmt, *(m for c in ast.iter_child_nodes(stmt) if id(c) not in body for m in ast.walk(c))) if keep(n))
-            for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True):
-                found.extend(self._memo(key, piece, member, lambda s: [n for n in breadth_first(s) if keep(n)]))
+            found.extend(self._split_nodes(stmt, part, key, keep))
+        return found
+
+    def _split_nodes(self, node: ast.AST, part: _Part, key: str, keep: Callable[[ast.AST], bool]) -> list[ast.AST]:
+        """`nodes_where` of a split statement (`_split_part`): its header, then each block
+        statement's nodes, kept in that statement's piece (a split one likewise, in turn)."""
+        blocks = _blocks(node)
+        inside = {id(c) for c in blocks}
+        found = [n for n in (node, *(m for c in ast.iter_child_nodes(node) if id(c) not in inside for m in ast.walk(c))) if keep(n)]
+        for child in blocks:
+            piece = part.pieces.get(id(child))
+            if piece is None:
+                found.extend(self._split_nodes(child, part, key, keep))
+            else:
+                found.extend(self._memo(key, piece, child, lambda s: [n for n in breadth_first(s) if keep(n)]))
         return found
 
     def parents(self, node: ast.AST) -> dict[int, ast.AST]:
@@ -480,17 +548,21 @@ class DataFlow:
                 found = self._parents[index] = _parent_map(stmt)
             return found
         part = self._parts[index]
-        result: dict[int, ast.AST] = self._memo("parents", part, stmt, lambda s: self._class_parents(s, part) if part.members else _parent_map(s))
+        result: dict[int, ast.AST] = self._memo("parents", part, stmt, lambda s: self._split_parents(s, part) if part.members else _parent_map(s))
         return result
 
-    def _class_parents(self, stmt: ast.AST, part: _Part) -> dict[int, ast.AST]:
-        """`_parent_map` of a class, from its body statements' maps, kept in their pieces."""
-        pieces = {id(member): piece for member, piece in zip(getattr(stmt, "body", []), part.members, strict=True)}
+    def _split_parents(self, node: ast.AST, part: _Part) -> dict[int, ast.AST]:
+        """`_parent_map` of a split statement (`_split_part`), from its block statements' maps,
+        kept in their pieces (a split one's made likewise, in turn)."""
+        inside = {id(c) for c in _blocks(node)}
         found: dict[int, ast.AST] = {}
-        for child in ast.iter_child_nodes(stmt):
-            found[id(child)] = stmt
-            piece = pieces.get(id(child))
-            found.update(_parent_map(child) if piece is None else self._memo("parents", piece, child, _parent_map))
+        for child in ast.iter_child_nodes(node):
+            found[id(child)] = node
+            piece = part.pieces.get(id(child))
+            if piece is not None:
+                found.update(self._memo("parents", piece, child, _parent_map))
+            else:
+                found.update(self._split_parents(child, part) if id(child) in inside else _parent_map(child))
         return found
 
     @cached_property

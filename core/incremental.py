@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from torch_preflight.core.dataflow import piece_nodes
 from torch_preflight.core.names import ImportMap
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
@@ -39,7 +40,8 @@ Chunk = tuple[int, int]  # [start line, end line) of one top-level statement
 # What `_repair_member` takes from the last version that parsed, by (first line in the chunk, text) of a
 # body statement: its nodes, and the import nodes in them with their depth under the top-level statement.
 Known = dict[tuple[int, str], tuple[list[ast.stmt], list[tuple[int, ast.Import | ast.ImportFrom]]]]
-MethodKey = tuple[int, str, str, int, tuple[tuple[str, str], ...]]  # first line, text, owner, loop base, imports
+MethodKey = tuple[int, str, str | None, int, tuple[tuple[str, str], ...], tuple[object, ...], tuple[object, ...], tuple[int, ...]]
+# (`_PieceBuilder`: first line, text, owner, loop base, imports, the guards, contexts and loops around it)
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,8 @@ class _Parsed:
     imports: list[tuple[int, int, ast.Import | ast.ImportFrom]]  # (BFS depth, BFS index, node)
     errors: tuple[SyntaxProblem, ...] = ()  # the statement did not parse: it was repaired on its own
     repaired: frozenset[int] = frozenset()  # lines whose statement that repair dropped (core.parse.ParseResult.repaired)
-    # ids of class-body statements a repair gave: text and lines do not say what they hold
-    # (the repair of a larger unit may differ), so `_PieceBuilder` never reuses their models
+    # ids of the functions a repair gave (`_functions_in`): text and lines do not say what they
+    # hold (the repair of a larger unit may differ), so `_PieceBuilder` never reuses their models
     unsure: frozenset[int] = frozenset()
     restored: str | None = None  # the text a repair that dropped no statement made of it
 
@@ -61,6 +63,12 @@ class _Piece:
     classes: dict[str, ClassInfo]
     loops: dict[int, Loop]
     methods: dict[MethodKey, _Method] = field(default_factory=dict)  # its classes' methods, for the next rebuild
+
+
+def _functions_in(nodes: list[ast.stmt]) -> frozenset[int]:
+    """The ids of the functions among and inside repaired statements: `_PieceBuilder` must not
+    take what it cached for a function of the same text (the repair may have changed its nodes)."""
+    return frozenset(id(n) for node in nodes for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
 def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
@@ -214,7 +222,7 @@ class IncrementalBuilder:
         classifier.classes = classes
         classifier._classify_classes()
         tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
-        live = {id(node) for stmt in tree.body for node in (stmt, *(stmt.body if isinstance(stmt, ast.ClassDef) else ()))}  # classes' pieces per body statement
+        live = {id(node) for stmt in tree.body for node in piece_nodes(stmt)}
         self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
         return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
 
@@ -542,7 +550,7 @@ def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:
             return by_member
         repaired = parse(SourceText(padded))
         body = repaired.tree.body
-        unsure = frozenset(id(s) for stmt in body if isinstance(stmt, ast.ClassDef) for s in stmt.body)
+        unsure = _functions_in(body)
         restored = repaired.text[start:] if repaired.text is not None else None  # less the padding
         return _Parsed(body, _import_nodes(body, code), tuple(repaired.errors[:1]), repaired.repaired, unsure, restored)
     return _Parsed(tree.body, _import_nodes(tree.body, code))
@@ -723,7 +731,7 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
                 return None
             nodes = wrapper[0].body
             if broken is not None and broken.tree.body is wrapper:  # this statement's repair
-                unsure = frozenset(id(n) for n in nodes)
+                unsure = _functions_in(nodes)
             found = [(d + 1, n) for d, _, n in _import_nodes(nodes, text)]  # body statements are at depth 2
         body.extend(nodes)
         imports += found
@@ -736,16 +744,46 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
+# Statements whose blocks `_reparse_method` descends through to the edited function: a class,
+# and the compound statements that run once at the top level (`if TYPE_CHECKING: ... else:`,
+# `try: ... except ImportError:`, `with` ...), whose functions and classes are defined there.
+_CONTAINERS = (ast.ClassDef, ast.If, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler)
+_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
+
+
+def _path_to_function(top: ast.stmt, first: int, last: int) -> list[tuple[ast.AST, str, int]] | None:
+    """The blocks from `top` down to the function (a method, a function in an `if` ...) whose
+    lines (0-based, decorators included) hold lines `first`..`last`, each as (node, field,
+    index in that field), through `_CONTAINERS` only; None when no function holds them."""
+    path: list[tuple[ast.AST, str, int]] = []
+    node: ast.AST = top
+    while not path or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not isinstance(node, _CONTAINERS):
+            return None
+        step = next(
+            ((field, index, child) for field in _BLOCK_FIELDS for index, child in enumerate(getattr(node, field, None) or ())
+             if _first_line(child) <= first and last <= (child.end_lineno or child.lineno) - 1),
+            None,
+        )
+        if step is None:
+            return None
+        path.append((node, step[0], step[1]))
+        node = step[2]
+    return path
+
+
 def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | Literal[False] | None:
-    """The parse of a top-level class whose edit stays inside one of its methods, from its
-    previous parse: only that method is parsed again (inside a stand-in `class _:` header, so
-    its indentation and absolute line numbers hold), the other statements of the class body
-    are the previous nodes. Only when the line count is unchanged and the method alone parses
-    into one function ending on the same line, which is then what a parse of the whole class
-    gives (the text around it is the same, and the method leaves the tokenizer where the old
-    one did). False when the edited method does not parse alone; None otherwise: the caller
-    parses the whole statement."""
-    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ast.ClassDef) or old.body[0].col_offset:
+    """The parse of a top-level class, or of an `if`, `try` or `with` statement (`_CONTAINERS`),
+    whose edit stays inside one function of its blocks (a method, a function defined under
+    `if`, a method of a class there), from its previous parse: only that function is parsed
+    again (inside a stand-in `class _:` header, so its indentation and absolute line numbers
+    hold), the other statements are the previous nodes, and the blocks around the function are
+    copies holding the new one. Only when the line count is unchanged and the function alone
+    parses into one function ending on the same line, which is then what a parse of the whole
+    statement gives (the text around it is the same, and the function leaves the tokenizer
+    where the old one did). False when the edited function does not parse alone; None
+    otherwise: the caller parses the whole statement."""
+    if old.errors or len(old.body) != 1 or type(old.body[0]) not in _CONTAINERS or old.body[0].col_offset:
         return None
     old_lines, lines = old_code.split("\n"), code.split("\n")
     if len(old_lines) != len(lines):
@@ -754,14 +792,12 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     if first is None:
         return None
     last = max(i for i, (a, b) in enumerate(zip(old_lines, lines, strict=True)) if a != b)
-    cls = old.body[0]
-    span = {i: (min([s.lineno, *(d.lineno for d in s.decorator_list)]) - 1 - start, (s.end_lineno or s.lineno) - 1 - start)
-            for i, s in enumerate(cls.body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}  # 0-based lines in the chunk
-    index = next((i for i, (top, bottom) in span.items() if top <= first and last <= bottom), None)
-    if index is None:
+    path = _path_to_function(old.body[0], start + first, start + last)
+    if path is None:
         return None
-    stmt = cls.body[index]
-    top, bottom = span[index]
+    holder, field, index = path[-1]
+    stmt = getattr(holder, field)[index]
+    top, bottom = _first_line(stmt) - start, (stmt.end_lineno or stmt.lineno) - 1 - start  # 0-based lines in the chunk
     padded = "\n" * (start + top - 1) + "class _:\n" + "\n".join(lines[top : bottom + 1]) + "\n"
     try:
         with warnings.catch_warnings():
@@ -773,23 +809,28 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
         return None
     if [n.col_offset for n in (body[0], *getattr(body[0], "decorator_list", ()))] != [n.col_offset for n in (stmt, *getattr(stmt, "decorator_list", ()))]:
-        return None  # indented otherwise than the class's body: the stand-in header would accept it, the class not
-    new = copy.copy(cls)
-    new.body = [*cls.body[:index], body[0], *cls.body[index + 1 :]]
-    if index == len(cls.body) - 1:  # a block ends where its last statement ends
-        new.end_lineno, new.end_col_offset = body[0].end_lineno, body[0].end_col_offset
+        return None  # indented otherwise than the block around it: the stand-in header would accept it, the block not
+    new: ast.AST = body[0]
+    for node, name, at in reversed(path):
+        copied = copy.copy(node)
+        items = list(getattr(node, name))
+        items[at] = new
+        setattr(copied, name, items)
+        if (node.end_lineno, node.end_col_offset) == (stmt.end_lineno, stmt.end_col_offset):  # type: ignore[attr-defined]
+            copied.end_col_offset = body[0].end_col_offset  # type: ignore[attr-defined]  # a block ends where its last statement ends
+        new = copied
     if not any("import" in line for line in (*old_lines[top : bottom + 1], *lines[top : bottom + 1])):
-        # Neither version of the method mentions `import`: the class's import nodes are the same
-        # nodes, in the same relative order (their breadth-first indices only order them within
-        # this statement), so the walk over the whole class is not needed.
-        return _Parsed([new], old.imports)
-    # The other methods' import nodes are the same; the method's own are walked. Statements at
-    # one depth are visited breadth first in the order of their positions, so an index made of
-    # the position orders them as the walk over the whole class would.
+        # Neither version of the function mentions `import`: the statement's import nodes are the
+        # same nodes, in the same relative order (their breadth-first indices only order them
+        # within this statement), so the walk over the whole statement is not needed.
+        return _Parsed([new], old.imports)  # type: ignore[list-item]
+    # The other import nodes are the same; the function's own are walked. Statements at one
+    # depth are visited breadth first in the order of their positions, so an index made of the
+    # position orders them as the walk over the whole statement would.
     first_line, last_line = stmt.lineno, stmt.end_lineno or stmt.lineno
     kept = [(d, n) for d, _, n in old.imports if not first_line <= n.lineno <= last_line]
-    fresh = [(d + 1, n) for d, _, n in _import_nodes([body[0]], "import")]  # the method is at depth 2 under the class
-    return _Parsed([new], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh])
+    fresh = [(d + len(path), n) for d, _, n in _import_nodes([body[0]], "import")]  # the function is at depth len(path) + 1
+    return _Parsed([new], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh])  # type: ignore[list-item]
 
 
 def _first_error(parsed: Any) -> list[SyntaxProblem]:
@@ -860,13 +901,15 @@ class _Method:
 
 
 class _PieceBuilder(_Builder):
-    """`_Builder` that reuses the methods of a top-level class whose text, first line, owner,
-    loop ids and import map are unchanged, so an edit inside one method of a large class
-    re-models that method, not the class. Only methods built with no enclosing guard,
-    context or loop are cached: what they add then depends on nothing else. A hit replays
-    what `_Builder.function` adds (module-level decorator events, functions, classes, loops,
-    the statement span): state that `_Builder` may gain later must be added to `_Method`
-    (the hypothesis tests in tests/lsp/test_incremental.py compare with a full build)."""
+    """`_Builder` that reuses the functions defined at the module level (the methods of a
+    top-level class, the functions and methods under a top-level `if`, `try` or `with`) whose
+    text, first line, owner, loop ids, import map and the guards, contexts and loops around
+    them are unchanged, so an edit inside one method of a large class re-models that method,
+    not the class. Functions nested in a function are not cached apart: they are part of
+    theirs. A hit replays what `_Builder.function` adds (module-level decorator events,
+    functions, classes, loops, the statement span): state that `_Builder` may gain later must
+    be added to `_Method` (the hypothesis tests in tests/lsp/test_incremental.py compare with
+    a full build)."""
 
     def __init__(
         self, source: SourceText, imports: ImportMap, methods: dict[MethodKey, _Method], kept: dict[MethodKey, _Method], unsure: frozenset[int]
@@ -881,19 +924,19 @@ class _PieceBuilder(_Builder):
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str | None = None) -> None:
         assert self.fn is not None
-        if owner is None or self.fn.qualname or self.guards or self.contexts or self.loop_stack or id(node) in self.unsure:
+        if self.fn.qualname or id(node) in self.unsure:
             super().function(node, owner)
             return
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
         starts = self.source.line_starts
         end = node.end_lineno or node.lineno
         text = self.source.text[starts[first] : starts[end] if end < len(starts) else len(self.source.text)]
-        key = (first, text, owner, len(self.loops), self.imports_key)
+        key = (first, text, owner, len(self.loops), self.imports_key, tuple(self.guards), tuple(self.contexts), tuple(self.loop_stack))
         method = self.methods.get(key)
         if method is None:
             events, functions, classes, loops = len(self.fn.events), len(self.functions), len(self.classes), len(self.loops)
-            # a method defined again (`@overload def f`, then `def f`) sets qualnames that are there already
-            again = (dict(self.functions), dict(self.classes)) if f"{owner}.{node.name}" in self.functions else None
+            # a function defined again (`@overload def f`, then `def f`; one under `if`, one under `else`) sets qualnames that are there already
+            again = (dict(self.functions), dict(self.classes)) if self._qualname(node.name, owner) in self.functions else None
             super().function(node, owner)
             method = _Method(
                 self.fn.events[events:],

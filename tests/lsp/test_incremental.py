@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from torch_preflight.core import incremental, members
 from torch_preflight.core.config import Config
+from torch_preflight.core.dataflow import DataFlow
 from torch_preflight.core.incremental import (
     IncrementalBuilder,
     _member_lines,
@@ -260,6 +261,129 @@ def test_edits_inside_the_methods_of_a_class_match_full_analysis(edits: list[tup
     """Edits inside one method of a class (re-parsed and re-modelled alone): the result
     still equals a fresh analysis."""
     doc = Document("file:///tmp/prop/trainer.py", TRAINER, 0)
+    config = Config(select=select)
+    doc.analysis(config)
+    doc.prime()
+    edit_and_compare(doc, [(a, a + b * 0.002, key) for a, b, key in edits], config, 6)
+    doc.close()
+
+
+CONTAINED = """import torch
+import torch.nn as nn
+
+HAS_CUDA = torch.cuda.is_available()
+
+if HAS_CUDA:
+    device = "cuda"
+
+    def train(model, loader, optimizer):
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+
+    @torch.no_grad()
+    def evaluate(model, loader):
+        for x in loader:
+            print(model(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return torch.softmax(self.fc(x), dim=-1)
+elif torch.backends.mps.is_available():
+    device = "mps"
+
+    def train(model, loader, optimizer):
+        for x in loader:
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+else:
+    device = "cpu"
+
+try:
+    from apex import amp
+
+    def scaled(loss, optimizer):
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+except ImportError:
+    amp = None
+
+    def scaled(loss, optimizer):
+        history = []
+        for _ in range(3):
+            loss.backward()
+            history.append(loss)
+        return history
+
+with torch.no_grad():
+    def probe(model, batches):
+        total = 0
+        for b in batches:
+            total += model(b)
+        return total
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("            print(model(x))", " or 1"),  # a function under `if`
+        ("            return torch.softmax(self.fc(x), dim=-1)", "+1"),  # a method of a class under `if`
+        ("            model(x).sum().backward()", " or 1"),  # under `elif`
+        ("            history.append(loss)", " or 2"),  # under `except`
+        ("            scaled_loss.backward()", "  # x"),  # under `try`
+        ("            total += model(b)", " * 2"),  # under `with`, the block's last line
+    ],
+)
+def test_an_edit_inside_a_function_of_a_top_level_block_reparses_that_function_alone(line: str, key: str) -> None:
+    """An `if`, `try` or `with` statement at the top level: the function (or method) holding
+    the edit is parsed alone, the blocks around it copied; the tree equals a parse of the
+    whole statement (positions included), the other functions keep their nodes."""
+    tree = ast.parse(CONTAINED)
+    lines = CONTAINED.split("\n")
+    at = lines.index(line)
+    stmt = next(s for s in tree.body if s.lineno - 1 <= at < (s.end_lineno or 0))
+    start, end = stmt.lineno - 1, stmt.end_lineno or 0
+    old_code = "\n".join(lines[start:end]) + "\n"
+    new_lines = [*lines[:at], line + key, *lines[at + 1 :]]
+    code = "\n".join(new_lines[start:end]) + "\n"
+    old = incremental._Parsed([stmt], incremental._import_nodes([stmt], old_code))
+    parsed = incremental._reparse_method(start, old_code, old, code)
+    assert parsed, "the function alone parses"
+    whole = ast.parse("\n" * start + code).body[0]
+    assert ast.dump(parsed.body[0], include_attributes=True) == ast.dump(whole, include_attributes=True)
+    kept = {id(n) for n in ast.walk(stmt) if isinstance(n, ast.FunctionDef)} & {id(n) for n in ast.walk(parsed.body[0]) if isinstance(n, ast.FunctionDef)}
+    assert len(kept) >= 1 or line.startswith("            total")  # the functions the edit is not in are the same nodes
+    assert [n.names[0].name for _, _, n in parsed.imports] == [n.names[0].name for _, _, n in incremental._import_nodes([whole], code)]
+
+
+def test_an_edit_inside_a_function_under_if_remodels_that_function_only() -> None:
+    doc = Document("file:///tmp/prop/contained.py", CONTAINED, 0)
+    config = Config(select=("ALL",))
+    first = doc.analysis(config).model
+    doc.prime()
+    insert_and_compare(doc, config, "print(model(x))", "1 and ", 1)  # inside `evaluate`, under `if HAS_CUDA:`
+    second = doc.analysis(config).model
+    assert second.functions["Net.forward"] is first.functions["Net.forward"]
+    assert second.functions["scaled"] is first.functions["scaled"]
+    assert second.functions["evaluate"] is not first.functions["evaluate"]
+    flow = DataFlow.of(second)
+    assert flow.scopes["Net.forward"] is DataFlow.of(first).scopes["Net.forward"]  # its data-flow piece is kept too
+    doc.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.floats(0.08, 1), st.floats(0, 1), st.sampled_from(METHOD_KEYS)), min_size=1, max_size=6), st.sampled_from([(), ("ALL",)]))
+def test_edits_inside_the_functions_of_top_level_blocks_match_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
+    """Edits inside the functions and methods under a top-level `if`, `try` or `with` (each
+    re-parsed, re-modelled and re-indexed alone): the result still equals a fresh analysis."""
+    doc = Document("file:///tmp/prop/contained.py", CONTAINED, 0)
     config = Config(select=select)
     doc.analysis(config)
     doc.prime()
