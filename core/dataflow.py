@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from torch_preflight.core.names import breadth_first, child_nodes, dotted, tail
+from torch_preflight.core.names import blocks, breadth_first, child_nodes, dotted, piecewise, tail
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Span
 
@@ -160,29 +160,18 @@ class _Part:
     pieces: dict[int, _Part] = field(default_factory=dict)
 
 
-# Top-level statements whose data-flow index is merged from pieces (`DataFlow._split_part`): a
-# class (one piece per statement of its body), and the compound statements that run once at the
-# top level (`if TYPE_CHECKING: ... else:`, `try: ... except ImportError:`, `with` ...), one piece
-# per statement of their blocks, nested ones and the classes there split likewise.
-_CONTAINERS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler)
-_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
-
-
-def _blocks(node: ast.AST) -> list[ast.AST]:
-    return [child for name in _BLOCK_FIELDS for child in getattr(node, name, None) or ()]
-
-
 def piece_nodes(stmt: ast.stmt) -> Iterator[ast.AST]:
     """The nodes whose pieces `DataFlow._index_reusing` keeps for a top-level statement: the
-    statement itself, and for a split one (`_split_part`) the statements it keeps pieces of."""
+    statement itself, and for a split one (`_split_part`: a class, and the statements that run
+    their blocks once, `names.PIECEWISE`) the statements it keeps pieces of."""
     yield stmt
-    if isinstance(stmt, (ast.ClassDef, *_CONTAINERS)):
+    if piecewise(stmt):
         yield from _kept(stmt)
 
 
 def _kept(node: ast.AST) -> Iterator[ast.AST]:
-    for child in _blocks(node):
-        if isinstance(node, ast.ClassDef) or not isinstance(child, (ast.ClassDef, *_CONTAINERS)):
+    for child in blocks(node):
+        if isinstance(node, ast.ClassDef) or not piecewise(child):
             yield child
         else:
             yield from _kept(child)
@@ -267,7 +256,7 @@ class DataFlow:
         for stmt in tree.body:
             entry = parts.get(id(stmt))
             if entry is None or entry[0] is not stmt:
-                entry = (stmt, self._split_part(stmt, parts) if isinstance(stmt, (ast.ClassDef, *_CONTAINERS)) else self._part(stmt))
+                entry = (stmt, self._split_part(stmt, parts) if piecewise(stmt) else self._part(stmt))
                 parts[id(stmt)] = entry
             part = entry[1]
             self._resolve_part(part, imports)
@@ -326,11 +315,11 @@ class DataFlow:
         else:  # what `_walk` indexes of the statement itself, and of its children that are no block statements
             scratch = DataFlow.__new__(DataFlow)
             scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = head.scopes, head.scope_of_node, head.for_nodes, head.classes, head.fits
-            scratch._walk(node, head.module, blocks=False)
+            scratch._walk(node, head.module, whole=False)
         part.members.append(head)
         _absorb(part, part.module, head)
-        for child in _blocks(node):
-            if owner is None and isinstance(child, (ast.ClassDef, *_CONTAINERS)):
+        for child in blocks(node):
+            if owner is None and piecewise(child):
                 DataFlow._split_into(part, child, parts)
                 continue
             assert isinstance(child, ast.stmt)  # an `except` clause is split above
@@ -346,8 +335,8 @@ class DataFlow:
         prefix = owner or scope.qualname
         return f"{prefix}.{name}" if prefix else name
 
-    def _walk(self, node: ast.AST, scope: Scope, blocks: bool = True) -> None:
-        """Index `node` into `scope`; `blocks` False: a compound statement's header only, not
+    def _walk(self, node: ast.AST, scope: Scope, whole: bool = True) -> None:
+        """Index `node` into `scope`; `whole` False: a compound statement's header only, not
         the statements of its blocks (`_split_into` indexes those apart)."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for d in node.decorator_list:
@@ -393,8 +382,8 @@ class DataFlow:
                 self.fits.append((dotted(func.value) or "", scope.qualname, pos(node), node))
         scope_of_node = self.scope_of_node
         children = child_nodes(node)
-        if not blocks:
-            inside = {id(c) for c in _blocks(node)}
+        if not whole:
+            inside = {id(c) for c in blocks(node)}
             children = [c for c in children if id(c) not in inside]
         for child in children:
             kind = type(child)
@@ -523,10 +512,10 @@ class DataFlow:
     def _split_nodes(self, node: ast.AST, part: _Part, key: str, keep: Callable[[ast.AST], bool]) -> list[ast.AST]:
         """`nodes_where` of a split statement (`_split_part`): its header, then each block
         statement's nodes, kept in that statement's piece (a split one likewise, in turn)."""
-        blocks = _blocks(node)
-        inside = {id(c) for c in blocks}
+        statements = blocks(node)
+        inside = {id(c) for c in statements}
         found = [n for n in (node, *(m for c in ast.iter_child_nodes(node) if id(c) not in inside for m in ast.walk(c))) if keep(n)]
-        for child in blocks:
+        for child in statements:
             piece = part.pieces.get(id(child))
             if piece is None:
                 found.extend(self._split_nodes(child, part, key, keep))
@@ -554,7 +543,7 @@ class DataFlow:
     def _split_parents(self, node: ast.AST, part: _Part) -> dict[int, ast.AST]:
         """`_parent_map` of a split statement (`_split_part`), from its block statements' maps,
         kept in their pieces (a split one's made likewise, in turn)."""
-        inside = {id(c) for c in _blocks(node)}
+        inside = {id(c) for c in blocks(node)}
         found: dict[int, ast.AST] = {}
         for child in ast.iter_child_nodes(node):
             found[id(child)] = node

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from torch_preflight.core.dataflow import piece_nodes
-from torch_preflight.core.names import ImportMap
+from torch_preflight.core.names import BLOCK_FIELDS, PIECEWISE, ImportMap
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
 from torch_preflight.core.source import SourceText, Span
@@ -222,7 +222,10 @@ class IncrementalBuilder:
         classifier.classes = classes
         classifier._classify_classes()
         tree = ast.Module(body=[stmt for _, _, p in parsed for stmt in p.body], type_ignores=[])
-        live = {id(node) for stmt in tree.body for node in piece_nodes(stmt)}
+        # the pieces of this version's statements, and of the last version that parsed (a keystroke that
+        # broke a statement and the one that mends it go back to its nodes)
+        last_good = [stmt for _, _, p in self._good_build[1] for stmt in p.body] if self._good_build is not None else []
+        live = {id(node) for stmt in (*tree.body, *last_good) for node in piece_nodes(stmt)}
         self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
         return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
 
@@ -545,7 +548,7 @@ def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:
             warnings.simplefilter("ignore")
             tree = ast.parse(padded)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        by_member = _repair_member(start, code, known)
+        by_member = _repair_member(start, code, known) or _repair_block_member(start, code)
         if by_member is not None:
             return by_member
         repaired = parse(SourceText(padded))
@@ -649,6 +652,106 @@ def _member_lines(code: str) -> tuple[str, list[int]] | None:
     return (indent, starts) if starts and starts[0] == next(i for i, line in enumerate(lines[body:], body) if line.strip() and not line.lstrip().startswith("#")) else None
 
 
+_BLOCK_HEADER = re.compile(r"(?:if|try|with|async\s+with)\b")  # a top-level statement `_repair_block_member` repairs by block statement
+
+
+def _block_members(code: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """A top-level `if`, `try` or `with` statement's block statements by lines, from its text
+    alone (it need not parse): the blocks' indentation and each statement's lines (0-based in
+    the chunk, [first, end)), as `_member_lines` finds a class's; a clause at column 0
+    (`elif ...:`, `else:`, `except ...:`, `finally:`) ends the statement before it. None when
+    the chunk is none of those with one-line headers and clauses, or its blocks are indented
+    alike nowhere."""
+    lines = code.split("\n")
+    if not _BLOCK_HEADER.match(lines[0]) or not lines[0].rstrip().endswith(":"):
+        return None
+    inside = _string_lines(code)
+    indent = next((line[: len(line) - len(line.lstrip())] for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")), "")
+    if not indent or indent.strip():
+        return None
+    ranges: list[tuple[int, int]] = []
+    at: int | None = None  # the first line of the statement being read
+    decorated = False
+    for i, line in enumerate(lines[1:], 1):
+        if i in inside or not line.strip() or line.startswith("#"):
+            continue
+        if not line[0].isspace():
+            if not (_CLAUSE.match(line) and line.rstrip().endswith(":")):
+                return None
+            if at is not None:
+                ranges.append((at, i))
+            at, decorated = None, False
+            continue
+        if not line.startswith(indent) or line[len(indent) : len(indent) + 1] in (" ", "\t", "#", ")", "]", "}") or _CLAUSE.match(line, len(indent)):
+            continue
+        if not decorated:
+            if at is not None:
+                ranges.append((at, i))
+            at = i
+        decorated = line[len(indent)] == "@"
+    if at is not None:
+        ranges.append((at, len(lines)))
+    return (indent, ranges) if ranges else None
+
+
+def _repair_block_member(start: int, code: str) -> _Parsed | None:
+    """A top-level `if`, `try` or `with` statement that does not parse, repaired one block
+    statement at a time (`_block_members`): each is parsed alone under a stand-in `class _:`
+    header, and when exactly one does not parse, the statement is parsed with that one's lines
+    blank but for a `pass` at its first line, and that `pass` replaced by the statement's own
+    repair (`core.parse`, alone under the stand-in header). None otherwise, or when that repair
+    gives nothing: the caller repairs the whole statement. A function under `if HAS_TRITON:`
+    that breaks costs its own repair, not the block's (torch's mkldnn_fusion.py is one
+    1,500-line `if`)."""
+    split = _block_members(code)
+    if split is None:
+        return None
+    indent, ranges = split
+    lines = code.split("\n")
+    broken: tuple[int, int, str] | None = None
+    for a, b in ranges:
+        padded = "\n" * (start + a - 1) + "class _:\n" + "\n".join(lines[a:b]) + "\n"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse(padded)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            if broken is not None:
+                return None  # a second one: not the statement's own blocks, or two errors
+            broken = (a, b, padded)
+    if broken is None:
+        return None  # the error is in a header or clause
+    a, b, padded = broken
+    skeleton = "\n".join([*lines[:a], indent + "pass", *([""] * (b - a - 1)), *lines[b:]])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            body = ast.parse("\n" * start + skeleton).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    repair = parse(SourceText(padded))
+    wrapper = repair.tree.body
+    nodes = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
+    if len(body) != 1 or not nodes:
+        return None
+    line = start + a  # the `pass`, 0-based
+    path: list[tuple[ast.AST, str, int]] = []
+    node: ast.AST = body[0]
+    while not isinstance(node, ast.Pass) or node.lineno - 1 != line:
+        step = _holding(node, line, line) if isinstance(node, PIECEWISE) else None
+        if step is None:
+            return None
+        path.append((node, step[0], step[1]))
+        node = step[2]
+    end = (node.end_lineno, node.end_col_offset)
+    holder, field, index = path[-1]
+    getattr(holder, field)[index : index + 1] = nodes
+    for outer, _, _ in path:
+        if (outer.end_lineno, outer.end_col_offset) == end:  # type: ignore[attr-defined]
+            outer.end_lineno, outer.end_col_offset = nodes[-1].end_lineno, nodes[-1].end_col_offset  # type: ignore[attr-defined]
+    return _Parsed(body, _import_nodes(body, code), tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes))
+
+
 def _known_members(start: int, before: tuple[str, _Parsed]) -> Known | None:
     """For `_repair_member`: the body statements of a class that parsed, by (first line in the
     chunk, text) of the `_member_lines` split of its text, where that split holds whole
@@ -744,27 +847,16 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
-# Statements whose blocks `_reparse_method` descends through to the edited function: a class,
-# and the compound statements that run once at the top level (`if TYPE_CHECKING: ... else:`,
-# `try: ... except ImportError:`, `with` ...), whose functions and classes are defined there.
-_CONTAINERS = (ast.ClassDef, ast.If, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler)
-_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
 
 
 def _path_to_function(top: ast.stmt, first: int, last: int) -> list[tuple[ast.AST, str, int]] | None:
     """The blocks from `top` down to the function (a method, a function in an `if` ...) whose
     lines (0-based, decorators included) hold lines `first`..`last`, each as (node, field,
-    index in that field), through `_CONTAINERS` only; None when no function holds them."""
+    index in that field), through `PIECEWISE` only; None when no function holds them."""
     path: list[tuple[ast.AST, str, int]] = []
     node: ast.AST = top
     while not path or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        if not isinstance(node, _CONTAINERS):
-            return None
-        step = next(
-            ((field, index, child) for field in _BLOCK_FIELDS for index, child in enumerate(getattr(node, field, None) or ())
-             if _first_line(child) <= first and last <= (child.end_lineno or child.lineno) - 1),
-            None,
-        )
+        step = _holding(node, first, last) if isinstance(node, PIECEWISE) else None
         if step is None:
             return None
         path.append((node, step[0], step[1]))
@@ -772,8 +864,18 @@ def _path_to_function(top: ast.stmt, first: int, last: int) -> list[tuple[ast.AS
     return path
 
 
+def _holding(node: ast.AST, first: int, last: int) -> tuple[str, int, ast.AST] | None:
+    """The statement of `node`'s blocks (field, index, statement) whose lines (0-based, its
+    decorators included) hold lines `first`..`last`, or None."""
+    for name in BLOCK_FIELDS:
+        for index, child in enumerate(getattr(node, name, None) or ()):
+            if _first_line(child) <= first and last <= (child.end_lineno or child.lineno) - 1:
+                return name, index, child
+    return None
+
+
 def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | Literal[False] | None:
-    """The parse of a top-level class, or of an `if`, `try` or `with` statement (`_CONTAINERS`),
+    """The parse of a top-level class, or of an `if`, `try` or `with` statement (`PIECEWISE`),
     whose edit stays inside one function of its blocks (a method, a function defined under
     `if`, a method of a class there), from its previous parse: only that function is parsed
     again (inside a stand-in `class _:` header, so its indentation and absolute line numbers
@@ -783,7 +885,7 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     statement gives (the text around it is the same, and the function leaves the tokenizer
     where the old one did). False when the edited function does not parse alone; None
     otherwise: the caller parses the whole statement."""
-    if old.errors or len(old.body) != 1 or type(old.body[0]) not in _CONTAINERS or old.body[0].col_offset:
+    if old.errors or len(old.body) != 1 or type(old.body[0]) not in PIECEWISE or old.body[0].col_offset:
         return None
     old_lines, lines = old_code.split("\n"), code.split("\n")
     if len(old_lines) != len(lines):

@@ -203,6 +203,25 @@ def _children_by_value(node: ast.AST, into: list[ast.AST]) -> None:
             into.extend(c for c in child if isinstance(c, ast.AST))
 
 
+# The blocks of a compound statement, in `ast`'s field order; and the statements that run their
+# blocks once where they stand (at the top level, their functions and classes are defined there:
+# `if TYPE_CHECKING: ... else:`, `try: ... except ImportError:`, `with`), which the incremental
+# builder and the data-flow index split into pieces per block statement, as they split classes.
+BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
+ONCE_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler)
+PIECEWISE = (ast.ClassDef, *ONCE_BLOCKS)  # a class is split likewise, one piece per body statement
+
+
+def piecewise(node: ast.AST) -> bool:
+    """A class or a statement that runs its blocks once (`PIECEWISE`)."""
+    return isinstance(node, PIECEWISE)
+
+
+def blocks(node: ast.AST) -> list[ast.AST]:
+    """The statements of a node's blocks (an `except` clause counts as one), in order."""
+    return [child for name in BLOCK_FIELDS for child in getattr(node, name, None) or ()]
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """`list(ast.iter_child_nodes(node))`, the same nodes in the same order, without its two
     generators: the model and the data-flow index visit every node of a file."""

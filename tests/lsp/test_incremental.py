@@ -378,6 +378,31 @@ def test_an_edit_inside_a_function_under_if_remodels_that_function_only() -> Non
     doc.close()
 
 
+def test_a_syntax_error_in_a_function_under_if_repairs_that_function_only() -> None:
+    """A top-level `if` (`try`, `with`) that does not parse is repaired one block statement at
+    a time: the broken function alone; the others keep their models, and once the bracket is
+    deleted the statement's last good parse and data-flow pieces are back."""
+    blocks = CONTAINED[CONTAINED.index("if HAS_CUDA:") : CONTAINED.index("try:")]
+    assert incremental._block_members(blocks) == ("    ", [(1, 3), (3, 9), (9, 14), (14, 21), (22, 24), (24, 29), (30, 33)])  # `elif`, `else` end a block
+    assert incremental._block_members("if x:\n    a = (1,\n2)\n") is None  # a line at column 0 that is no clause
+    doc = Document("file:///tmp/prop/contained.py", CONTAINED, 0)
+    config = Config(select=("ALL",))
+    first = doc.analysis(config).model
+    flow = DataFlow.of(first)
+    doc.prime()
+    insert_and_compare(doc, config, "\n\n    class Net", "(", 1)  # `print(model(x))(`, in `evaluate`
+    broken = doc.analysis(config)
+    assert broken.syntax_errors and broken.model.functions["Net.forward"] is first.functions["Net.forward"]
+    assert broken.model.functions["train"] is first.functions["train"]
+    at = to_utf16(doc.text, doc.text.index("(\n\n    class Net"))
+    after = types.Position(at.line, at.character + 1)
+    doc.update([types.TextDocumentContentChangePartial(range=types.Range(start=at, end=after), text="")], 2, convert.UTF16)
+    mended = doc.analysis(config)
+    assert not mended.syntax_errors and diagnostics(mended) == diagnostics(analyze(doc.text, doc.path, config))
+    assert DataFlow.of(mended.model).scopes["Net.forward"] is flow.scopes["Net.forward"]
+    doc.close()
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.floats(0.08, 1), st.floats(0, 1), st.sampled_from(METHOD_KEYS)), min_size=1, max_size=6), st.sampled_from([(), ("ALL",)]))
 def test_edits_inside_the_functions_of_top_level_blocks_match_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
