@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from torch_preflight.core.dataflow import piece_nodes
-from torch_preflight.core.names import BLOCK_FIELDS, PIECEWISE, ImportMap
+from torch_preflight.core.names import BLOCK_FIELDS, ONCE_BLOCKS, PIECEWISE, ImportMap
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
 from torch_preflight.core.source import SourceText, Span
@@ -166,7 +166,7 @@ class IncrementalBuilder:
                 else:
                     method = before is not None and key != self._not_alone and _reparse_method(start, before[0], before[1], code)
                     entry = method or _parse_chunk(
-                        start, code, self._known_members(start, before) if before is not None else None
+                        start, code, self._known_members(start, before) if before is not None else None, before
                     )
             new_parsed[key] = entry
             broken.append(entry)
@@ -537,18 +537,19 @@ def _reads_alike(restored: str, code: str) -> bool:
     return len(old) == len(new) and all(b.startswith(a) for a, b in zip(old, new, strict=True))
 
 
-def _parse_chunk(start: int, code: str, known: Known | None = None) -> _Parsed:
+def _parse_chunk(start: int, code: str, known: Known | None = None, before: tuple[str, _Parsed] | None = None) -> _Parsed:
     """One top-level statement, parsed alone (padded with blank lines so line numbers stay
     absolute); one that does not parse is repaired alone, its first syntax error kept: a class
     or function, one statement of its body at a time when that can be done (`_repair_member`;
-    `known` as there)."""
+    `known` as there), an `if`, `try` or `with` one statement of its blocks at a time
+    (`_repair_block_member`; `before` as there)."""
     padded = "\n" * start + code
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(padded)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        by_member = _repair_member(start, code, known) or _repair_block_member(start, code)
+        by_member = _repair_member(start, code, known) or _repair_block_member(start, code, before)
         if by_member is not None:
             return by_member
         repaired = parse(SourceText(padded))
@@ -694,7 +695,7 @@ def _block_members(code: str) -> tuple[str, list[tuple[int, int]]] | None:
     return (indent, ranges) if ranges else None
 
 
-def _repair_block_member(start: int, code: str) -> _Parsed | None:
+def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | None = None) -> _Parsed | None:
     """A top-level `if`, `try` or `with` statement that does not parse, repaired one block
     statement at a time (`_block_members`): each is parsed alone under a stand-in `class _:`
     header, and when exactly one does not parse, the statement is parsed with that one's lines
@@ -702,7 +703,8 @@ def _repair_block_member(start: int, code: str) -> _Parsed | None:
     repair (`core.parse`, alone under the stand-in header). None otherwise, or when that repair
     gives nothing: the caller repairs the whole statement. A function under `if HAS_TRITON:`
     that breaks costs its own repair, not the block's (torch's mkldnn_fusion.py is one
-    1,500-line `if`)."""
+    1,500-line `if`). `before`: the statement's last version that parsed, whose other nodes the
+    language server keeps where the rest of the text is the same (`_splice_member`)."""
     split = _block_members(code)
     if split is None:
         return None
@@ -722,6 +724,14 @@ def _repair_block_member(start: int, code: str) -> _Parsed | None:
     if broken is None:
         return None  # the error is in a header or clause
     a, b, padded = broken
+    repair = parse(SourceText(padded))
+    wrapper = repair.tree.body
+    nodes = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
+    if not nodes:
+        return None
+    spliced = _splice_member(start, code, before, a, b, indent, nodes) if before is not None else None
+    if spliced is not None:
+        return _Parsed(*spliced, tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes))
     skeleton = "\n".join([*lines[:a], indent + "pass", *([""] * (b - a - 1)), *lines[b:]])
     try:
         with warnings.catch_warnings():
@@ -729,10 +739,7 @@ def _repair_block_member(start: int, code: str) -> _Parsed | None:
             body = ast.parse("\n" * start + skeleton).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    repair = parse(SourceText(padded))
-    wrapper = repair.tree.body
-    nodes = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
-    if len(body) != 1 or not nodes:
+    if len(body) != 1:
         return None
     line = start + a  # the `pass`, 0-based
     path: list[tuple[ast.AST, str, int]] = []
@@ -750,6 +757,54 @@ def _repair_block_member(start: int, code: str) -> _Parsed | None:
         if (outer.end_lineno, outer.end_col_offset) == end:  # type: ignore[attr-defined]
             outer.end_lineno, outer.end_col_offset = nodes[-1].end_lineno, nodes[-1].end_col_offset  # type: ignore[attr-defined]
     return _Parsed(body, _import_nodes(body, code), tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes))
+
+
+def _splice_member(
+    start: int, code: str, before: tuple[str, _Parsed], a: int, b: int, indent: str, nodes: list[ast.stmt]
+) -> tuple[list[ast.stmt], list[tuple[int, int, ast.Import | ast.ImportFrom]]] | None:
+    """For `_repair_block_member`: the statement's body and import nodes from its last version
+    that parsed (`before`), when only the lines `a`..`b` (the broken block statement) differ:
+    its statement there replaced by `nodes` (the blocks around it copied, their ends moved as
+    `_repair_block_member` moves them), what the parse of the statement with a `pass` there
+    gives but for that `pass` (the other statements have the same text at the same lines, and
+    those lines were one block statement of the last version too, whose lines a `pass` could
+    stand for). None when the texts differ elsewhere, or not one statement of the last
+    version's blocks held those lines."""
+    old_code, old = before
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ONCE_BLOCKS):
+        return None
+    old_lines, lines = old_code.split("\n"), code.split("\n")
+    if len(old_lines) != len(lines) or old_lines[:a] != lines[:a] or old_lines[b:] != lines[b:]:
+        return None
+    split = _block_members(old_code)
+    if split is None or split[0] != indent or (a, b) not in split[1]:
+        return None  # the lines are no statement of the last version's blocks (a clause typed into them)
+    path: list[tuple[ast.AST, str, int]] = []
+    node: ast.AST = old.body[0]
+    while _first_line(node) != start + a or node is old.body[0]:  # type: ignore[arg-type]
+        step = _holding(node, start + a, start + a) if isinstance(node, PIECEWISE) else None
+        if step is None:
+            return None
+        path.append((node, step[0], step[1]))
+        node = step[2]
+    holder, field, index = path[-1]
+    siblings = getattr(holder, field)
+    if node.col_offset != len(indent) or (node.end_lineno or 0) > start + b or (index + 1 < len(siblings) and _first_line(siblings[index + 1]) < start + b):  # type: ignore[attr-defined]
+        return None
+    end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    new: ast.AST | None = None
+    for outer, name, at in reversed(path):
+        copied = copy.copy(outer)
+        items = list(getattr(outer, name))
+        items[at : at + 1] = nodes if new is None else [new]
+        setattr(copied, name, items)
+        if (outer.end_lineno, outer.end_col_offset) == end:  # type: ignore[attr-defined]
+            copied.end_lineno, copied.end_col_offset = nodes[-1].end_lineno, nodes[-1].end_col_offset  # type: ignore[attr-defined]
+        new = copied
+    first_line, last_line = start + a + 1, start + b
+    kept = [(d, n) for d, _, n in old.imports if not first_line <= n.lineno <= last_line]
+    fresh = [(d + len(path), n) for d, _, n in _import_nodes(nodes, "import")]  # the statement is at depth len(path) + 1
+    return [new], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh]  # type: ignore[list-item]
 
 
 def _known_members(start: int, before: tuple[str, _Parsed]) -> Known | None:

@@ -121,7 +121,7 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     b, r, p = _names(roots, True)
     binds |= b
     reads |= r
-    is_import = all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+    is_import = bool(body) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)  # a statement the repair dropped is none
     imported = "\n".join(ast.dump(s) for s in body) if is_import else ""
     function = body[0] if len(body) == 1 and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
     cls = body[0] if len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
@@ -562,7 +562,7 @@ def _dirty(
     old = previous.units
     changed_old = old[diff.prefix : len(old) - diff.suffix]
     changed = set(range(diff.prefix, len(units) - diff.suffix))
-    if len(changed_old) == len(changed) and all(u.is_import and u.imported == units[i].imported for i, u in zip(sorted(changed), changed_old, strict=True)):
+    if len(changed_old) == len(changed) and all(u.is_import and units[i].is_import and u.imported == units[i].imported for i, u in zip(sorted(changed), changed_old, strict=True)):
         return set(), changed, set()  # imports whose text changed, not what they bring in (`GIT,(` repaired to `GIT,`): only they are re-checked
     if any(_global(u) for u in changed_old) or any(_global(units[i]) for i in changed):
         return None
