@@ -578,16 +578,18 @@ _CLAUSE = re.compile(r"(?:else|elif|except|finally)\b")  # continues the compoun
 
 
 def _stand_in(lines: list[str]) -> tuple[int, str] | None:
-    """The header line of a top-level class or function (`lines`: its text's; a one-line
-    header, after its decorators) and the stand-in header under which its body statements parse
-    alone, or None for any other statement. Decorators are the lines before the first that
-    starts `class` or `def` (what they hold is parsed with the header: `_repair_member`)."""
+    """The header line of a class or function (`lines`: its text's, at the top level or, indented
+    alike, in a block; a one-line header, after its decorators) and the stand-in header under
+    which its body statements parse alone, or None for any other statement. Decorators are the
+    lines before the first that starts `class` or `def` (what they hold is parsed with the
+    header: `_repair_member`)."""
+    lead = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
     at = 0
-    if lines[0].startswith("@"):
-        at = next((i for i, line in enumerate(lines) if line.startswith(("class ", "def ", "async def "))), -1)
+    if lines[0].startswith("@", len(lead)):
+        at = next((i for i, line in enumerate(lines) if line.startswith(lead) and line.startswith(("class ", "def ", "async def "), len(lead))), -1)
         if at < 0:
             return None
-    first = lines[at]
+    first = lines[at][len(lead) :]
     if not first.rstrip().endswith(":"):
         return None
     return next(((at, header) for start, header in _STAND_INS.items() if first.startswith(start)), None)
@@ -700,11 +702,13 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     statement at a time (`_block_members`): each is parsed alone under a stand-in `class _:`
     header, and when exactly one does not parse, the statement is parsed with that one's lines
     blank but for a `pass` at its first line, and that `pass` replaced by the statement's own
-    repair (`core.parse`, alone under the stand-in header). None otherwise, or when that repair
-    gives nothing: the caller repairs the whole statement. A function under `if HAS_TRITON:`
-    that breaks costs its own repair, not the block's (torch's mkldnn_fusion.py is one
-    1,500-line `if`). `before`: the statement's last version that parsed, whose other nodes the
-    language server keeps where the rest of the text is the same (`_splice_member`)."""
+    repair: a class or function one body statement at a time (`_repair_member`), else alone
+    under the stand-in header (`core.parse`). None otherwise, or when that repair gives nothing:
+    the caller repairs the whole statement. A function under `if HAS_TRITON:` that breaks costs
+    its own repair, not the block's (torch's mkldnn_fusion.py is one 1,500-line `if`; its
+    device_mesh.py a 1,500-line `else:` holding a 1,200-line class). `before`: the statement's
+    last version that parsed, whose other nodes the language server keeps where the rest of
+    the text is the same (`_old_member`)."""
     split = _block_members(code)
     if split is None:
         return None
@@ -724,14 +728,24 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     if broken is None:
         return None  # the error is in a header or clause
     a, b, padded = broken
-    repair = parse(SourceText(padded))
-    wrapper = repair.tree.body
-    nodes = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
+    old = _old_member(start, code, before, a, b, indent) if before is not None else None
+    member = "\n".join(lines[a:b])
+    by_member = _repair_member(start + a, member, _known_members(start + a, (old[2], _Parsed([old[1]], before[1].imports))) if old else None)  # type: ignore[index, list-item]
+    if by_member is not None:
+        nodes, errors, repaired, unsure = by_member.body, by_member.errors, by_member.repaired, by_member.unsure
+    else:
+        repair = parse(SourceText(padded))
+        wrapper = repair.tree.body
+        nodes = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
+        errors, repaired, unsure = tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes)
     if not nodes:
         return None
-    spliced = _splice_member(start, code, before, a, b, indent, nodes) if before is not None else None
-    if spliced is not None:
-        return _Parsed(*spliced, tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes))
+    if old is not None:  # the last version's nodes, that statement replaced
+        body: list[ast.stmt] = [_replaced(old[0], old[1], nodes)]  # type: ignore[list-item]
+        first_line, last_line = start + a + 1, start + b
+        kept = [(d, n) for d, _, n in before[1].imports if not first_line <= n.lineno <= last_line]  # type: ignore[index]
+        fresh = [(d + len(old[0]), n) for d, _, n in _import_nodes(nodes, "import")]  # the statement is at depth len(path) + 1
+        return _Parsed(body, [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh], errors, repaired, unsure)
     skeleton = "\n".join([*lines[:a], indent + "pass", *([""] * (b - a - 1)), *lines[b:]])
     try:
         with warnings.catch_warnings():
@@ -741,56 +755,29 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
         return None
     if len(body) != 1:
         return None
-    line = start + a  # the `pass`, 0-based
+    path = _statement_path(body[0], start + a)
+    if path is None or not isinstance(path[1], ast.Pass):
+        return None
+    return _Parsed([_replaced(path[0], path[1], nodes)], _import_nodes(body, code), errors, repaired, unsure)  # type: ignore[list-item]
+
+
+def _statement_path(top: ast.AST, line: int) -> tuple[list[tuple[ast.AST, str, int]], ast.AST] | None:
+    """The blocks from `top` down to the block statement that starts on `line` (0-based, its
+    decorators included), through `PIECEWISE` statements, and that statement; or None."""
     path: list[tuple[ast.AST, str, int]] = []
-    node: ast.AST = body[0]
-    while not isinstance(node, ast.Pass) or node.lineno - 1 != line:
+    node = top
+    while node is top or _first_line(node) != line:  # type: ignore[arg-type]
         step = _holding(node, line, line) if isinstance(node, PIECEWISE) else None
         if step is None:
             return None
         path.append((node, step[0], step[1]))
         node = step[2]
-    end = (node.end_lineno, node.end_col_offset)
-    holder, field, index = path[-1]
-    getattr(holder, field)[index : index + 1] = nodes
-    for outer, _, _ in path:
-        if (outer.end_lineno, outer.end_col_offset) == end:  # type: ignore[attr-defined]
-            outer.end_lineno, outer.end_col_offset = nodes[-1].end_lineno, nodes[-1].end_col_offset  # type: ignore[attr-defined]
-    return _Parsed(body, _import_nodes(body, code), tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes))
+    return path, node
 
 
-def _splice_member(
-    start: int, code: str, before: tuple[str, _Parsed], a: int, b: int, indent: str, nodes: list[ast.stmt]
-) -> tuple[list[ast.stmt], list[tuple[int, int, ast.Import | ast.ImportFrom]]] | None:
-    """For `_repair_block_member`: the statement's body and import nodes from its last version
-    that parsed (`before`), when only the lines `a`..`b` (the broken block statement) differ:
-    its statement there replaced by `nodes` (the blocks around it copied, their ends moved as
-    `_repair_block_member` moves them), what the parse of the statement with a `pass` there
-    gives but for that `pass` (the other statements have the same text at the same lines, and
-    those lines were one block statement of the last version too, whose lines a `pass` could
-    stand for). None when the texts differ elsewhere, or not one statement of the last
-    version's blocks held those lines."""
-    old_code, old = before
-    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ONCE_BLOCKS):
-        return None
-    old_lines, lines = old_code.split("\n"), code.split("\n")
-    if len(old_lines) != len(lines) or old_lines[:a] != lines[:a] or old_lines[b:] != lines[b:]:
-        return None
-    split = _block_members(old_code)
-    if split is None or split[0] != indent or (a, b) not in split[1]:
-        return None  # the lines are no statement of the last version's blocks (a clause typed into them)
-    path: list[tuple[ast.AST, str, int]] = []
-    node: ast.AST = old.body[0]
-    while _first_line(node) != start + a or node is old.body[0]:  # type: ignore[arg-type]
-        step = _holding(node, start + a, start + a) if isinstance(node, PIECEWISE) else None
-        if step is None:
-            return None
-        path.append((node, step[0], step[1]))
-        node = step[2]
-    holder, field, index = path[-1]
-    siblings = getattr(holder, field)
-    if node.col_offset != len(indent) or (node.end_lineno or 0) > start + b or (index + 1 < len(siblings) and _first_line(siblings[index + 1]) < start + b):  # type: ignore[attr-defined]
-        return None
+def _replaced(path: list[tuple[ast.AST, str, int]], node: ast.AST, nodes: list[ast.stmt]) -> ast.AST:
+    """The top of `path` with the statement `node` at its end replaced by `nodes`, the blocks
+    on the way copied; a block that ended where `node` ended ends where `nodes` end."""
     end = (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
     new: ast.AST | None = None
     for outer, name, at in reversed(path):
@@ -801,10 +788,38 @@ def _splice_member(
         if (outer.end_lineno, outer.end_col_offset) == end:  # type: ignore[attr-defined]
             copied.end_lineno, copied.end_col_offset = nodes[-1].end_lineno, nodes[-1].end_col_offset  # type: ignore[attr-defined]
         new = copied
-    first_line, last_line = start + a + 1, start + b
-    kept = [(d, n) for d, _, n in old.imports if not first_line <= n.lineno <= last_line]
-    fresh = [(d + len(path), n) for d, _, n in _import_nodes(nodes, "import")]  # the statement is at depth len(path) + 1
-    return [new], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh]  # type: ignore[list-item]
+    assert new is not None
+    return new
+
+
+def _old_member(
+    start: int, code: str, before: tuple[str, _Parsed], a: int, b: int, indent: str
+) -> tuple[list[tuple[ast.AST, str, int]], ast.AST, str] | None:
+    """For `_repair_block_member`: the block statement of the statement's last version that
+    parsed (`before`) at the lines `a`..`b`, with the blocks down to it and its text, when only
+    those lines (the broken block statement) differ: the parse of the new text with a `pass`
+    there is the last version's nodes with that statement replaced (the other statements have
+    the same text at the same lines, and those lines were one block statement of the last
+    version too, whose lines a `pass` could stand for). None when the texts differ elsewhere,
+    or not one statement of the last version's blocks held those lines."""
+    old_code, old = before
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], ONCE_BLOCKS):
+        return None
+    old_lines, lines = old_code.split("\n"), code.split("\n")
+    if len(old_lines) != len(lines) or old_lines[:a] != lines[:a] or old_lines[b:] != lines[b:]:
+        return None
+    split = _block_members(old_code)
+    if split is None or split[0] != indent or (a, b) not in split[1]:
+        return None  # the lines are no statement of the last version's blocks (a clause typed into them)
+    found = _statement_path(old.body[0], start + a)
+    if found is None:
+        return None
+    path, node = found
+    holder, field, index = path[-1]
+    siblings = getattr(holder, field)
+    if node.col_offset != len(indent) or (node.end_lineno or 0) > start + b or (index + 1 < len(siblings) and _first_line(siblings[index + 1]) < start + b):  # type: ignore[attr-defined]
+        return None
+    return path, node, "\n".join(old_lines[a:b])
 
 
 def _known_members(start: int, before: tuple[str, _Parsed]) -> Known | None:
@@ -812,7 +827,7 @@ def _known_members(start: int, before: tuple[str, _Parsed]) -> Known | None:
     chunk, text) of the `_member_lines` split of its text, where that split holds whole
     statements (each the nodes whose first line falls in it, ending in it)."""
     code, old = before
-    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], _BLOCKS) or old.body[0].col_offset:
+    if old.errors or len(old.body) != 1 or not isinstance(old.body[0], _BLOCKS) or _first_col(old.body[0]) != len(code) - len(code.lstrip(" \t")):
         return None
     split = _member_lines(code)
     if split is None:
@@ -851,13 +866,16 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     lines = code.split("\n")
     stand_in = _stand_in(lines)[1]  # type: ignore[index]  # `_member_lines` found the header
     bounds = [*starts, len(lines)]
-    header = "\n" * start + "\n".join(lines[: starts[0]]) + "\n" + split[0] + "pass\n"
+    nested = lines[0][:1].isspace()  # a class or function in a block (`_repair_block_member`): parsed inside a stand-in class
+    header = ("\n" * (start - 1) + "class _:\n" if nested else "\n" * start) + "\n".join(lines[: starts[0]]) + "\n" + split[0] + "pass\n"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             head = ast.parse(header).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    if nested:
+        head = head[0].body if len(head) == 1 and isinstance(head[0], ast.ClassDef) else []
     if len(head) != 1 or not isinstance(head[0], _BLOCKS):
         return None
     kind = type(head[0])

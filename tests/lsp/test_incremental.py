@@ -422,6 +422,10 @@ def test_a_syntax_error_in_a_function_under_if_repairs_that_function_only() -> N
     mended = doc.analysis(config)
     assert not mended.syntax_errors and diagnostics(mended) == diagnostics(analyze(doc.text, doc.path, config))
     assert DataFlow.of(mended.model).scopes["Net.forward"] is flow.scopes["Net.forward"]
+    insert_and_compare(doc, config, "\nelif torch.backends", "(", 3)  # `... dim=-1)(`: a method of the class under `if`
+    in_class = doc.analysis(config)
+    assert in_class.syntax_errors and in_class.model.functions["Net.__init__"] is first.functions["Net.__init__"]  # the class body statement by statement
+    assert DataFlow.of(in_class.model).scopes["Net.__init__"] is flow.scopes["Net.__init__"]
     doc.close()
 
 
