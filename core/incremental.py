@@ -141,6 +141,7 @@ class IncrementalBuilder:
         self._good_pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self._hint: dict[tuple[int, str], _Parsed] = {}  # a parse `starts_after_edit` made, for the next build
         self._not_alone: tuple[int, str] | None = None  # a statement whose edited method `starts_after_edit` found not to parse alone
+        self._alone: dict[str, bool] = {}  # whether a block statement's text parses alone (`_repair_block_member`)
 
     def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel:
         """`tree`, when given, is `ast.parse` of this very text: its top-level statements are
@@ -165,8 +166,10 @@ class IncrementalBuilder:
                     entry = before[1]
                 else:
                     method = before is not None and key != self._not_alone and _reparse_method(start, before[0], before[1], code)
+                    if len(self._alone) > 4096:
+                        self._alone.clear()
                     entry = method or _parse_chunk(
-                        start, code, self._known_members(start, before) if before is not None else None, before
+                        start, code, self._known_members(start, before) if before is not None else None, before, self._alone
                     )
             new_parsed[key] = entry
             broken.append(entry)
@@ -307,19 +310,26 @@ class IncrementalBuilder:
         block: Any = parsed.body[0] if len(parsed.body) == 1 and type(parsed.body[0]) in _BLOCK_HEADERS and not parsed.body[0].col_offset else None
         indent, bottom = "", b
         while block is not None:  # down to the innermost body statement of a block that holds the edit
-            members = [(_first_line(s), s) for s in block.body]
-            if any(getattr(block, clause, None) for clause in ("orelse", "handlers", "finalbody")):
-                bottom = members[-1][1].end_lineno or bottom  # the body ends before the next clause
-            member = next((i for i, (t, _) in enumerate(members) if t <= first and last <= (members[i + 1][0] if i + 1 < len(members) else bottom)), None)
-            if member is None:
+            hit = None
+            clauses = _clauses(block)
+            for k, (lead, stmts) in enumerate(clauses):
+                members = [(_first_line(s), s) for s in stmts]
+                end = (members[-1][1].end_lineno or bottom) if k + 1 < len(clauses) else bottom  # a clause ends before the next
+                member = next((i for i, (t, _) in enumerate(members) if t <= first and last <= (members[i + 1][0] if i + 1 < len(members) else end)), None)
+                if member is not None:
+                    hit = (lead, members, member, end)
+                    break
+            if hit is None:
                 break
+            lead, members, member, bottom = hit
             inner, stmt = members[member]
             inner_col = _first_col(stmt)
             inner_indent = old[inner][:inner_col]
             if not inner_col or inner_indent.strip() or new[inner][:inner_col] != inner_indent:
                 break  # on its header's line, or the edit is in its indentation
-            header = [*header, indent + _BLOCK_HEADERS[type(block)], *([inner_indent + "pass"] if member else [])]  # a statement before it, as in the block
-            row = len(header) - (1 if member else 0)  # the stand-in header's row
+            row = len(header) + 1  # the stand-in statement's row: parso's suites of its clauses hang from it
+            deeper = inner_indent[len(indent) :]
+            header = [*header, *(indent + line.replace("\0", deeper) for line in lead), *([inner_indent + "pass"] if member else [])]  # a statement before it, as in the block
             cands = [*((t + delta, _first_col(s), row) for t, s in members[member + 1 :]), *cands]
             top, col, indent = inner, inner_col, inner_indent
             bottom = members[member + 1][0] if member + 1 < len(members) else bottom
@@ -405,6 +415,26 @@ def _first_col(stmt: ast.stmt) -> int:
 
 
 # Stand-in headers: the parser is in the same block after each as after the real one
+def _clauses(block: ast.stmt) -> list[tuple[list[str], list[ast.stmt]]]:
+    """The clauses of a block statement whose statements `starts_after_broken_edit` may descend
+    into, each with the stand-in lines that put the parser at its first statement (relative to
+    the statement's indentation; NUL stands for one level deeper): the body, and an `else`,
+    `except` or `finally` clause's statements (not an `elif`'s: its `if` is no statement)."""
+    header = _BLOCK_HEADERS[type(block)]
+    found = [([header], block.body)]  # type: ignore[attr-defined]  # a statement of `_BLOCK_HEADERS`
+    if isinstance(block, ast.Try):
+        found += [([header, "\0pass", "except:"], h.body) for h in block.handlers]
+        if block.orelse:
+            found.append(([header, "\0pass", "except:", "\0pass", "else:"], block.orelse))
+        if block.finalbody:
+            found.append(([header, "\0pass", "finally:"], block.finalbody))
+    elif isinstance(block, (ast.If, ast.For, ast.AsyncFor, ast.While)) and block.orelse:
+        elif_ = isinstance(block, ast.If) and len(block.orelse) == 1 and isinstance(block.orelse[0], ast.If) and block.orelse[0].col_offset == block.col_offset
+        if not elif_:
+            found.append(([header, "\0pass", "else:"], block.orelse))
+    return found
+
+
 _BLOCK_HEADERS: dict[type, str] = {
     ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():", ast.For: "for _ in _:",
     ast.AsyncFor: "async for _ in _:", ast.While: "while _:", ast.If: "if _:", ast.With: "with _:", ast.AsyncWith: "async with _:", ast.Try: "try:",
@@ -537,19 +567,21 @@ def _reads_alike(restored: str, code: str) -> bool:
     return len(old) == len(new) and all(b.startswith(a) for a, b in zip(old, new, strict=True))
 
 
-def _parse_chunk(start: int, code: str, known: Known | None = None, before: tuple[str, _Parsed] | None = None) -> _Parsed:
+def _parse_chunk(
+    start: int, code: str, known: Known | None = None, before: tuple[str, _Parsed] | None = None, alone: dict[str, bool] | None = None
+) -> _Parsed:
     """One top-level statement, parsed alone (padded with blank lines so line numbers stay
     absolute); one that does not parse is repaired alone, its first syntax error kept: a class
     or function, one statement of its body at a time when that can be done (`_repair_member`;
     `known` as there), an `if`, `try` or `with` one statement of its blocks at a time
-    (`_repair_block_member`; `before` as there)."""
+    (`_repair_block_member`; `before`, `alone` as there)."""
     padded = "\n" * start + code
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(padded)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        by_member = _repair_member(start, code, known) or _repair_block_member(start, code, before)
+        by_member = _repair_member(start, code, known) or _repair_block_member(start, code, before, alone)
         if by_member is not None:
             return by_member
         repaired = parse(SourceText(padded))
@@ -697,7 +729,7 @@ def _block_members(code: str) -> tuple[str, list[tuple[int, int]]] | None:
     return (indent, ranges) if ranges else None
 
 
-def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | None = None) -> _Parsed | None:
+def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | None = None, alone: dict[str, bool] | None = None) -> _Parsed | None:
     """A top-level `if`, `try` or `with` statement that does not parse, repaired one block
     statement at a time (`_block_members`): each is parsed alone under a stand-in `class _:`
     header, and when exactly one does not parse, the statement is parsed with that one's lines
@@ -708,7 +740,8 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     its own repair, not the block's (torch's mkldnn_fusion.py is one 1,500-line `if`; its
     device_mesh.py a 1,500-line `else:` holding a 1,200-line class). `before`: the statement's
     last version that parsed, whose other nodes the language server keeps where the rest of
-    the text is the same (`_old_member`)."""
+    the text is the same (`_old_member`); `alone`: whether a block statement's text parses
+    alone, read and filled (the language server's, from the last keystrokes)."""
     split = _block_members(code)
     if split is None:
         return None
@@ -716,12 +749,20 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     lines = code.split("\n")
     broken: tuple[int, int, str] | None = None
     for a, b in ranges:
-        padded = "\n" * (start + a - 1) + "class _:\n" + "\n".join(lines[a:b]) + "\n"
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ast.parse(padded)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        text = "\n".join(lines[a:b])
+        padded = "\n" * (start + a - 1) + "class _:\n" + text + "\n"
+        parses = alone.get(text) if alone is not None else None
+        if parses is None:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ast.parse(padded)
+                parses = True
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                parses = False
+            if alone is not None:
+                alone[text] = parses
+        if not parses:
             if broken is not None:
                 return None  # a second one: not the statement's own blocks, or two errors
             broken = (a, b, padded)

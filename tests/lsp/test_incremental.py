@@ -1286,6 +1286,33 @@ def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.Monk
         assert known is not None and chunk_lines(SourceText(broken), known) == expected
 
 
+def test_a_broken_keystroke_in_an_else_or_except_clause_parses_only_the_edited_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clauses of a block (`else:`, `except ...:`, `finally:`) are descended into like its
+    body, under stand-in headers that put parso's parser in the same clause (torch's
+    device_mesh.py holds its 1,200-line class in the `else:` of a module-level `if`)."""
+    methods = "".join(f"        def m{i}(self, x):\n            y = f(x,\n                  {i})\n            return y\n\n" for i in range(40))
+    text = (
+        "import torch\n\nif not HAVE:\n    def stub():\n        return 1\nelse:\n    class Big:\n" + methods
+        + "try:\n    import z\nexcept ImportError:\n    z = None\n\n    def fallback(x):\n        y = g(x,\n              2)\n        return y\n"
+        + "finally:\n    done = True\n\n\ndef after():\n    return 1\n"
+    )
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    sizes: list[int] = []
+    grammar = incremental.parso_grammar()
+    real = grammar.parse
+    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: sizes.append(code.count("\n")) or real(code, *a, **k))
+    for marker in ("        def m20(self, x):\n            y = f(x,\n", "        y = g(x,\n", "    done = True\n"):
+        offset = text.index(marker) + len(marker) - 1
+        broken = text[:offset] + "(" + text[offset:]
+        expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
+        sizes.clear()
+        known = builder.starts_after_broken_edit(SourceText(broken))
+        assert known is not None and chunk_lines(SourceText(broken), known) == expected, marker
+        assert sizes and max(sizes) < 20 < text.count("\n")
+
+
 @pytest.mark.parametrize(
     ("tail", "resyncs"),
     [
