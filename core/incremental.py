@@ -415,6 +415,12 @@ def _first_col(stmt: ast.stmt) -> int:
 
 
 # Stand-in headers: the parser is in the same block after each as after the real one
+_BLOCK_HEADERS: dict[type, str] = {
+    ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():", ast.For: "for _ in _:",
+    ast.AsyncFor: "async for _ in _:", ast.While: "while _:", ast.If: "if _:", ast.With: "with _:", ast.AsyncWith: "async with _:", ast.Try: "try:",
+}
+
+
 def _clauses(block: ast.stmt) -> list[tuple[list[str], list[ast.stmt]]]:
     """The clauses of a block statement whose statements `starts_after_broken_edit` may descend
     into, each with the stand-in lines that put the parser at its first statement (relative to
@@ -435,10 +441,6 @@ def _clauses(block: ast.stmt) -> list[tuple[list[str], list[ast.stmt]]]:
     return found
 
 
-_BLOCK_HEADERS: dict[type, str] = {
-    ast.ClassDef: "class _:", ast.FunctionDef: "def _():", ast.AsyncFunctionDef: "async def _():", ast.For: "for _ in _:",
-    ast.AsyncFor: "async for _ in _:", ast.While: "while _:", ast.If: "if _:", ast.With: "with _:", ast.AsyncWith: "async with _:", ast.Try: "try:",
-}
 # The longest part of a broken text `_resynchronised` parses (parso: about 0.7 µs a character, and
 # its tokenizer, which `_token_resyncs` runs first, a quarter of that); parso's diff parser takes
 # 30-100 ms for a keystroke that breaks a file of 600-3,000 lines.
@@ -770,8 +772,9 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
         return None  # the error is in a header or clause
     a, b, padded = broken
     old = _old_member(start, code, before, a, b, indent) if before is not None else None
-    member = "\n".join(lines[a:b])
-    by_member = _repair_member(start + a, member, _known_members(start + a, (old[2], _Parsed([old[1]], before[1].imports))) if old else None)  # type: ignore[index, list-item]
+    # the last version's statement there, for its body statements (its import nodes' depths do not matter here)
+    known = _known_members(start + a, (old[2], _Parsed([old[1]], before[1].imports))) if old is not None and before is not None else None  # type: ignore[list-item]
+    by_member = _repair_member(start + a, "\n".join(lines[a:b]), known)
     if by_member is not None:
         nodes, errors, repaired, unsure = by_member.body, by_member.errors, by_member.repaired, by_member.unsure
     else:
@@ -781,10 +784,10 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
         errors, repaired, unsure = tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes)
     if not nodes:
         return None
-    if old is not None:  # the last version's nodes, that statement replaced
+    if old is not None and before is not None:  # the last version's nodes, that statement replaced
         body: list[ast.stmt] = [_replaced(old[0], old[1], nodes)]  # type: ignore[list-item]
         first_line, last_line = start + a + 1, start + b
-        kept = [(d, n) for d, _, n in before[1].imports if not first_line <= n.lineno <= last_line]  # type: ignore[index]
+        kept = [(d, n) for d, _, n in before[1].imports if not first_line <= n.lineno <= last_line]
         fresh = [(d + len(old[0]), n) for d, _, n in _import_nodes(nodes, "import")]  # the statement is at depth len(path) + 1
         return _Parsed(body, [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh], errors, repaired, unsure)
     skeleton = "\n".join([*lines[:a], indent + "pass", *([""] * (b - a - 1)), *lines[b:]])
@@ -961,8 +964,6 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
 
 
-
-
 def _path_to_function(top: ast.stmt, first: int, last: int) -> list[tuple[ast.AST, str, int]] | None:
     """The blocks from `top` down to the function (a method, a function in an `if` ...) whose
     lines (0-based, decorators included) hold lines `first`..`last`, each as (node, field,
@@ -1026,15 +1027,7 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
         return None
     if [n.col_offset for n in (body[0], *getattr(body[0], "decorator_list", ()))] != [n.col_offset for n in (stmt, *getattr(stmt, "decorator_list", ()))]:
         return None  # indented otherwise than the block around it: the stand-in header would accept it, the block not
-    new: ast.AST = body[0]
-    for node, name, at in reversed(path):
-        copied = copy.copy(node)
-        items = list(getattr(node, name))
-        items[at] = new
-        setattr(copied, name, items)
-        if (node.end_lineno, node.end_col_offset) == (stmt.end_lineno, stmt.end_col_offset):  # type: ignore[attr-defined]
-            copied.end_col_offset = body[0].end_col_offset  # type: ignore[attr-defined]  # a block ends where its last statement ends
-        new = copied
+    new = _replaced(path, stmt, [body[0]])
     if not any("import" in line for line in (*old_lines[top : bottom + 1], *lines[top : bottom + 1])):
         # Neither version of the function mentions `import`: the statement's import nodes are the
         # same nodes, in the same relative order (their breadth-first indices only order them
