@@ -260,7 +260,11 @@ METHOD_KEYS = ["(", "1", " ", "x", "#", "self.optimizer.zero_grad()", "with torc
 def test_edits_inside_the_methods_of_a_class_match_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
     """Edits inside one method of a class (re-parsed and re-modelled alone): the result
     still equals a fresh analysis."""
-    doc = Document("file:///tmp/prop/trainer.py", TRAINER, 0)
+    _edits_match_full_analysis("file:///tmp/prop/trainer.py", TRAINER, edits, select)
+
+
+def _edits_match_full_analysis(uri: str, text: str, edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
+    doc = Document(uri, text, 0)
     config = Config(select=select)
     doc.analysis(config)
     doc.prime()
@@ -437,12 +441,7 @@ def test_a_syntax_error_in_a_function_under_if_repairs_that_function_only() -> N
 def test_edits_inside_the_functions_of_top_level_blocks_match_full_analysis(edits: list[tuple[float, float, str]], select: tuple[str, ...]) -> None:
     """Edits inside the functions and methods under a top-level `if`, `try` or `with` (each
     re-parsed, re-modelled and re-indexed alone): the result still equals a fresh analysis."""
-    doc = Document("file:///tmp/prop/contained.py", CONTAINED, 0)
-    config = Config(select=select)
-    doc.analysis(config)
-    doc.prime()
-    edit_and_compare(doc, [(a, a + b * 0.002, key) for a, b, key in edits], config, 6)
-    doc.close()
+    _edits_match_full_analysis("file:///tmp/prop/contained.py", CONTAINED, edits, select)
 
 
 def test_one_statement_is_rebuilt_after_an_edit_inside_it() -> None:
@@ -1264,11 +1263,30 @@ def test_statements_of_a_broken_text_from_its_edited_part_are_parsos(index: int,
     assert current == text
 
 
-def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A `(` typed in a parenthesised import list, or at the end of a line in one method of a
-    class: the statements come from parsing a few lines (not the file), and are parso's."""
-    methods = "".join(f"    def m{i}(self, x):\n        y = f(x,\n              {i})\n        return y\n\n" for i in range(40))
-    text = "from a import (\n    b,\n    c,\n)\nimport d\n\n\nclass Big:\n" + methods + "\ndef after():\n    return 1\n"
+_METHODS = "".join(f"    def m{i}(self, x):\n        y = f(x,\n              {i})\n        return y\n\n" for i in range(40))
+_NESTED = "".join(f"        def m{i}(self, x):\n            y = f(x,\n                  {i})\n            return y\n\n" for i in range(40))
+
+
+@pytest.mark.parametrize(
+    ("text", "markers"),
+    [
+        (  # a parenthesised import list; one method of a class
+            "from a import (\n    b,\n    c,\n)\nimport d\n\n\nclass Big:\n" + _METHODS + "\ndef after():\n    return 1\n",
+            ("    b,\n", "    def m20(self, x):\n        y = f(x,\n"),
+        ),
+        (  # a class in the `else:` of a top-level `if` (torch's device_mesh.py); an `except` clause; `finally`
+            "import torch\n\nif not HAVE:\n    def stub():\n        return 1\nelse:\n    class Big:\n" + _NESTED
+            + "try:\n    import z\nexcept ImportError:\n    z = None\n\n    def fallback(x):\n        y = g(x,\n              2)\n        return y\n"
+            + "finally:\n    done = True\n\n\ndef after():\n    return 1\n",
+            ("        def m20(self, x):\n            y = f(x,\n", "        y = g(x,\n", "    done = True\n"),
+        ),
+    ],
+    ids=["body", "clauses"],
+)
+def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.MonkeyPatch, text: str, markers: tuple[str, ...]) -> None:
+    """A `(` typed at the end of a line: the statements come from parsing a few lines (not the
+    file), and are parso's. The clauses of a block (`else:`, `except ...:`, `finally:`) are
+    descended into like its body, under stand-in headers that put parso's parser there."""
     builder = IncrementalBuilder()
     source = SourceText(text)
     builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
@@ -1276,34 +1294,7 @@ def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.Monk
     grammar = incremental.parso_grammar()
     real = grammar.parse
     monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: sizes.append(code.count("\n")) or real(code, *a, **k))
-    for marker in ("    b,\n", "    def m20(self, x):\n        y = f(x,\n"):
-        offset = text.index(marker) + len(marker) - 1
-        broken = text[:offset] + "(" + text[offset:]
-        expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
-        sizes.clear()
-        known = builder.starts_after_broken_edit(SourceText(broken))
-        assert sizes and max(sizes) < 20 < text.count("\n")
-        assert known is not None and chunk_lines(SourceText(broken), known) == expected
-
-
-def test_a_broken_keystroke_in_an_else_or_except_clause_parses_only_the_edited_part(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The clauses of a block (`else:`, `except ...:`, `finally:`) are descended into like its
-    body, under stand-in headers that put parso's parser in the same clause (torch's
-    device_mesh.py holds its 1,200-line class in the `else:` of a module-level `if`)."""
-    methods = "".join(f"        def m{i}(self, x):\n            y = f(x,\n                  {i})\n            return y\n\n" for i in range(40))
-    text = (
-        "import torch\n\nif not HAVE:\n    def stub():\n        return 1\nelse:\n    class Big:\n" + methods
-        + "try:\n    import z\nexcept ImportError:\n    z = None\n\n    def fallback(x):\n        y = g(x,\n              2)\n        return y\n"
-        + "finally:\n    done = True\n\n\ndef after():\n    return 1\n"
-    )
-    builder = IncrementalBuilder()
-    source = SourceText(text)
-    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
-    sizes: list[int] = []
-    grammar = incremental.parso_grammar()
-    real = grammar.parse
-    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: sizes.append(code.count("\n")) or real(code, *a, **k))
-    for marker in ("        def m20(self, x):\n            y = f(x,\n", "        y = g(x,\n", "    done = True\n"):
+    for marker in markers:
         offset = text.index(marker) + len(marker) - 1
         broken = text[:offset] + "(" + text[offset:]
         expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
