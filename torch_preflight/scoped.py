@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from torch_preflight.core.config import Config
+from torch_preflight.core.dataflow import piece_nodes
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
 from torch_preflight.core.members import (
@@ -45,6 +46,7 @@ from torch_preflight.core.members import (
     uses_of,
 )
 from torch_preflight.core.memory import ShapeMismatch
+from torch_preflight.core.names import blocks, piecewise
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.semantic import ModuleModel
@@ -94,30 +96,22 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     a parameter of the function it occurs in is not a read of a module-level name (both the
     semantic model and the data flow stop at parameters); every other read counts, even of a
     local, since a read before the local assignment may reach the module-level binding.
-    `members`: the names of class-body statements by node (id -> (node, names)), read and
-    filled: an edit inside one method gives the class's other body statements as the very
-    nodes of the previous version (core/incremental.py), so only the edited one is walked."""
+    `members`: the names of the statements of a class's body or of a top-level block's
+    (`core.names.PIECEWISE`) by node (id -> (node, names)), read and filled: an edit inside one
+    method or function gives the other statements as the very nodes of the previous version
+    (core/incremental.py), so only the edited one is walked."""
     binds: set[str] = set()
     reads: set[str] = set()
     plain = True
     roots: list[ast.AST] = []
     for stmt in body:
-        if members is None or not isinstance(stmt, ast.ClassDef):
+        if members is None or not piecewise(stmt):
             roots.append(stmt)
             continue
-        binds.add(stmt.name)
-        plain = False
-        held = {id(s) for s in stmt.body}
-        for child in ast.iter_child_nodes(stmt):
-            if id(child) not in held:
-                b, r, _ = _names([child], False)
-            else:
-                entry = members.get(id(child))
-                if entry is None or entry[0] is not child:
-                    entry = members[id(child)] = (child, _names([child], False))
-                b, r, _ = entry[1]
-            binds |= b
-            reads |= r
+        b, r, p = _split_names(stmt, members)
+        binds |= b
+        reads |= r
+        plain = plain and p
     b, r, p = _names(roots, True)
     binds |= b
     reads |= r
@@ -126,6 +120,31 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     function = body[0] if len(body) == 1 and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
     cls = body[0] if len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
     return _Unit(text, frozenset(binds), frozenset(reads), is_import, plain and p, "set_grad_enabled" in text and _grad_switch(body), imported, function, cls)
+
+
+def _split_names(node: ast.AST, members: dict[int, tuple[ast.AST, _Names]]) -> _Names:
+    """`_names([node], True)` of a class or a statement that runs its blocks once, at the top
+    level: its header's, and its block statements' from `members` (a block's nested ones and
+    the classes there split in turn, as `core.dataflow.piece_nodes` keeps them)."""
+    is_class = isinstance(node, ast.ClassDef)
+    binds: set[str] = {node.name} if is_class else set()  # type: ignore[attr-defined]
+    reads: set[str] = set()
+    plain = not is_class
+    held = {id(s) for s in blocks(node)}
+    for child in ast.iter_child_nodes(node):
+        if id(child) not in held:
+            b, r, p = _names([child], not is_class)
+        elif not is_class and piecewise(child):
+            b, r, p = _split_names(child, members)
+        else:
+            entry = members.get(id(child))
+            if entry is None or entry[0] is not child:
+                entry = members[id(child)] = (child, _names([child], not is_class))
+            b, r, p = entry[1]
+        binds |= b
+        reads |= r
+        plain = plain and p
+    return frozenset(binds), frozenset(reads), plain
 
 
 def _grad_switch(body: list[ast.stmt]) -> bool:
@@ -248,7 +267,7 @@ class ScopedChecker:
         members: dict[int, tuple[ast.AST, _Names]] = {}
         for (_, code, body), old in zip(builder.units, _reuse(last, builder), strict=True):
             units.append(old if old is not None and old.text == code else _unit(code, body, self._members))
-            members.update((id(c), self._members[id(c)]) for s in body if isinstance(s, ast.ClassDef) for c in s.body if id(c) in self._members)
+            members.update((id(c), self._members[id(c)]) for s in body for c in piece_nodes(s) if id(c) in self._members)
         self._members = members
         starts = [chunk[0] for chunk, _, _ in builder.units]
         key = (config, tuple(sorted(model.imports.aliases.items())), tuple(r.code for r in local))

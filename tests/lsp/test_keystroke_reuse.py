@@ -465,6 +465,35 @@ def test_a_class_read_again_finds_the_uses_of_its_kept_methods_only(monkeypatch:
     doc.close()
 
 
+def test_the_names_of_a_split_statement_are_those_of_the_whole_walk() -> None:
+    """`scoped._unit` reads a class's or a top-level block's names statement by statement
+    (`_split_names`, kept per node): the same binds, reads and plainness as one walk of it,
+    for every top-level statement of the project's sources and fixtures."""
+    root = Path(__file__).resolve().parents[2]
+    paths = sorted([*root.glob("tests/fixtures/*/*.py"), *root.glob("core/*.py"), *root.glob("torch_preflight/*.py"), *root.glob("tests/lsp/*.py")])
+    checked = 0
+    for path in paths:
+        for stmt in ast.parse(path.read_text(encoding="utf-8")).body:
+            whole, split = scoped._unit("", [stmt]), scoped._unit("", [stmt], {})
+            assert (split.binds, split.reads, split.plain) == (whole.binds, whole.reads, whole.plain), (path, stmt.lineno)
+            checked += isinstance(stmt, (ast.If, ast.Try, ast.With, ast.ClassDef))
+    assert checked > 100
+
+
+def test_an_edit_in_a_function_under_if_walks_that_function_s_names_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = "import torch\n\nif torch.cuda.is_available():\n" + "".join(f"    def f{i}(x):\n        return x * {i}\n\n" for i in range(30)) + "else:\n    f0 = None\n"
+    walked: list[int] = []
+    real = scoped._names
+    monkeypatch.setattr(scoped, "_names", lambda roots, top: walked.extend(getattr(r, "lineno", 0) for r in roots) or real(roots, top))
+    doc = Document("file:///tmp/reuse/blocks.py", source, 0)
+    doc.analysis(ALL)
+    walked.clear()
+    _edit(doc, source.split("\n").index("        return x * 7"), len("        return x * 7"), "0", 1)
+    _same_as_fresh(doc, ALL)
+    assert 4 + 7 * 3 in walked and len([line for line in walked if line > 3]) < 6  # `f7`, not the thirty (and the `else` block's)
+    doc.close()
+
+
 LOCAL_IMPORTS = """import torch
 
 
