@@ -752,13 +752,12 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     broken: tuple[int, int, str] | None = None
     for a, b in ranges:
         text = "\n".join(lines[a:b])
-        padded = "\n" * (start + a - 1) + "class _:\n" + text + "\n"
         parses = alone.get(text) if alone is not None else None
         if parses is None:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    ast.parse(padded)
+                    ast.parse("class _:\n" + text + "\n")  # where it stands does not decide whether it parses
                 parses = True
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 parses = False
@@ -767,7 +766,7 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
         if not parses:
             if broken is not None:
                 return None  # a second one: not the statement's own blocks, or two errors
-            broken = (a, b, padded)
+            broken = (a, b, "\n" * (start + a - 1) + "class _:\n" + text + "\n")
     if broken is None:
         return None  # the error is in a header or clause
     a, b, padded = broken
