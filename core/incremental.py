@@ -25,7 +25,6 @@ import functools
 import itertools
 import re
 import warnings
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -68,24 +67,33 @@ class _Piece:
 def _functions_in(nodes: list[ast.stmt]) -> frozenset[int]:
     """The ids of the functions among and inside repaired statements: `_PieceBuilder` must not
     take what it cached for a function of the same text (the repair may have changed its nodes)."""
-    return frozenset(id(n) for node in nodes for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return frozenset(id(n) for _, n in _statements(nodes) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def _statements(nodes: list[ast.stmt]) -> Iterator[tuple[int, ast.AST]]:
+    """The statements among and inside `nodes` with the depth `ast.walk` reaches them at (`nodes`
+    at 1), and the `except` and `case` clauses between a statement and its blocks; only blocks
+    are descended (a statement, a function definition or an import, is never in an expression)."""
+    stack: list[tuple[int, ast.AST]] = [(1, node) for node in nodes]
+    while stack:
+        depth, node = stack.pop()
+        yield depth, node
+        for name in _STATEMENT_LISTS:
+            children = getattr(node, name, None)
+            if type(children) is list:
+                stack.extend((depth + 1, child) for child in children)
+
+
+_STATEMENT_LISTS = (*BLOCK_FIELDS, "cases")  # where statements (and `except`/`case` clauses) hang
 
 
 def _import_nodes(body: list[ast.stmt], code: str) -> list[tuple[int, int, ast.Import | ast.ImportFrom]]:
-    """Import nodes in the order `ast.walk` visits them (breadth first), with their depth;
-    `code` is the statements' text: without the keyword there is nothing to walk for."""
-    found: list[tuple[int, int, ast.Import | ast.ImportFrom]] = []
+    """Import nodes with the depth `ast.walk` reaches them at and an index that orders those of
+    one depth as its breadth-first walk does (their position: a node's children are in source
+    order); `code` is the statements' text: without the keyword there is nothing to walk for."""
     if "import" not in code:
-        return found
-    queue: deque[tuple[int, ast.AST]] = deque((1, stmt) for stmt in body)
-    index = 0
-    while queue:
-        depth, node = queue.popleft()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.append((depth, index, node))
-        index += 1
-        queue.extend((depth + 1, child) for child in ast.iter_child_nodes(node))
-    return found
+        return []
+    return [(depth, node.lineno * 100_000 + node.col_offset, node) for depth, node in _statements(body) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
 _DEFINITION = re.compile(r"(?:async\s+)?(?:def|class)\b")

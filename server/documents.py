@@ -82,7 +82,8 @@ class Document:
     converted: dict[int, Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
     whole_s: float | None = None  # wall seconds the whole-module rules took in the last analysis that ran them
     _whole_started: float | None = field(default=None, repr=False, compare=False)
-    EARLY_AFTER_S: ClassVar[float] = 0.02  # see `_worth_publishing`
+    _started: float = field(default=0.0, repr=False, compare=False)  # when the running analysis began
+    EARLY_AFTER_S: ClassVar[float] = 0.03  # see `_worth_publishing`
     EARLY_LINES: ClassVar[int] = 500
     busy: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # analysis caches in use
     _text_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -195,11 +196,14 @@ class Document:
         self.primed = True
         return statement_starts(module), None
 
-    def _worth_publishing(self, source: SourceText) -> bool:
-        """Whether an interim publication is worth its traffic: when the whole-module rules
-        took `EARLY_AFTER_S` or more the last time (before any: when the document has
-        `EARLY_LINES` lines or more), not when the complete result follows within moments."""
-        return self.whole_s >= self.EARLY_AFTER_S if self.whole_s is not None else len(source.line_starts) >= self.EARLY_LINES
+    def _worth_publishing(self, source: SourceText, elapsed: float) -> bool:
+        """Whether an interim publication is worth its traffic: when the complete result would
+        come `EARLY_AFTER_S` or more after the analysis began (the `elapsed` seconds so far and
+        what the whole-module rules took the last time; before any such time: when the document
+        has `EARLY_LINES` lines or more), not when it follows within moments."""
+        if self.whole_s is None:
+            return len(source.line_starts) >= self.EARLY_LINES
+        return elapsed + self.whole_s >= self.EARLY_AFTER_S
 
     def _abandon_if(self, stale: Callable[[], bool] | None) -> Callable[[], None] | None:
         """What `ScopedChecker.check` calls before each whole-module rule: `Stale` when a newer
@@ -226,7 +230,7 @@ class Document:
             if stale is not None and stale():
                 raise Stale(self.uri)
             self._whole_started = time.perf_counter()
-            if not self._worth_publishing(local.source):
+            if not self._worth_publishing(local.source, self._whole_started - self._started):
                 return
             local.syntax_errors = list(self.builder.errors)
             if previous is not None:
@@ -241,6 +245,7 @@ class Document:
     def _analyze(
         self, config: Config, text: str, source: SourceText, stale: Callable[[], bool] | None, early: Callable[[Result], None] | None = None
     ) -> Result:
+        self._started = time.perf_counter()
         if self.is_cell:
             return cell_result(text, self.path, config)
         if "\r" in text and "\r" in text.replace("\r\n", ""):

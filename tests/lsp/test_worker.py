@@ -101,6 +101,23 @@ def evaluate(model, loader):
 """
 
 
+@pytest.mark.parametrize(
+    ("lines", "whole_s", "elapsed", "worth"),
+    [
+        (10, None, 0.0, False),  # no whole-module rules ran yet: a small file waits for its complete result
+        (Document.EARLY_LINES, None, 0.0, True),  # ... a large one gets the cheap rules first
+        (10, 0.001, 0.002, False),  # the complete result follows within moments: one publication
+        (10, 0.010, Document.EARLY_AFTER_S - 0.005, True),  # the local rules were slow: the rest would come late
+        (10, Document.EARLY_AFTER_S, 0.0, True),  # the whole-module rules alone take that long
+    ],
+)
+def test_the_interim_is_published_when_the_complete_result_would_come_late(lines: int, whole_s: float | None, elapsed: float, worth: bool) -> None:
+    text = "x = 1\n" * lines
+    doc = Document(URI, text, 1)
+    doc.whole_s = whole_s
+    assert doc._worth_publishing(doc.source, elapsed) is worth
+
+
 def test_the_cheap_rules_are_published_first_and_the_second_publication_completes_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Document, "EARLY_LINES", 0)  # publish the interim result of this small file
     monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
