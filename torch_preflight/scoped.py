@@ -234,10 +234,10 @@ class ScopedChecker:
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
-        self._member_names: dict[str, Names] = {}  # see `core.members.settled_members`
+        self._member_names: dict[str, dict[str, Names]] = {}  # by top-level class name: see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
         self._uses: dict[str, Uses] = {}  # `members.uses_of` of the function statements of the last two versions, by text
-        self._method_uses: dict[int, tuple[ast.AST, Uses]] = {}  # of the last edited method, by node (the next edit's old version)
+        self._method_uses: dict[int, tuple[ast.AST, Uses]] = {}  # of the methods whose nodes the builder keeps, by node
 
     def check(
         self,
@@ -264,11 +264,11 @@ class ScopedChecker:
         if previous is not None and not all(view.project.unchanged(d) for d in previous.deps.values()):
             previous = previous_training = previous_local = None  # a file the last findings read changed
         units: list[_Unit] = []
-        members: dict[int, tuple[ast.AST, _Names]] = {}
+        current: set[int] = set()  # the ids of the nodes the builder keeps pieces of (a class's methods ...)
         for (_, code, body), old in zip(builder.units, _reuse(last, builder), strict=True):
             units.append(old if old is not None and old.text == code else _unit(code, body, self._members))
-            members.update((id(c), self._members[id(c)]) for s in body for c in piece_nodes(s) if id(c) in self._members)
-        self._members = members
+            current.update(id(c) for s in body for c in piece_nodes(s))
+        self._members = {k: v for k, v in self._members.items() if k in current}
         starts = [chunk[0] for chunk, _, _ in builder.units]
         key = (config, tuple(sorted(model.imports.aliases.items())), tuple(r.code for r in local))
         lines = len(source.line_starts)
@@ -311,7 +311,9 @@ class ScopedChecker:
                 closures = _dirty(previous, units, diff, uses_of_unit)
         kept = {u.text for u in units} | ({u.text for u in last.units} if last is not None else set())
         self._uses = {t: u for t, u in {**self._uses, **uses}.items() if t in kept}  # a reader's, while its text stays
-        self._method_uses = method_uses
+        # a method's `Uses` while its node stays: the next edit's old version, and what `settled_members`
+        # knows of the methods an edit of their class leaves alone, also when the last edits were elsewhere
+        self._method_uses = {**{k: v for k, v in self._method_uses.items() if k in current}, **method_uses}
         moved, dirty, silent = closures if closures is not None else (None, None, set())
         found: list[list[Diagnostic]] = [[] for _ in units]
         if dirty is None or not _small(dirty, builder, lines):
@@ -328,6 +330,8 @@ class ScopedChecker:
         shared: Context | None = None  # over the whole model: the whole-module rules', and the local rules' when they re-check it all
         if whole or sub is model:
             shared = Context(model, config, _memory(model, config, path) if whole else (), view)  # TPF501's shapes: after `early`
+        classes = {u.cls.name for u in units if u.cls is not None}
+        self._member_names = {name: names for name, names in self._member_names.items() if name in classes}
         settled = _settled(previous_training or previous_local, builder, model, units, diff, moved, silent, self._member_names, known_names) if diff is not None and moved is not None else None
         if silent:  # their callers pass what they passed: their expansions stand, not their loops' facts
             settled = (builder.owned(silent)[0] | (settled[0] if settled else frozenset()), settled[1] if settled else frozenset())
@@ -399,14 +403,14 @@ def _settled(
     diff: _Diff,
     moved: set[int],
     silent: set[int],
-    names: dict[str, Names],
+    names: dict[str, dict[str, Names]],
     known: Callable[[ast.FunctionDef | ast.AsyncFunctionDef], Names | None],
 ) -> tuple[frozenset[str], frozenset[str]] | None:
     """Per-method units (`core.members.settled_members`): when the one statement an edit
     changed is a top-level class, the qualnames of the functions in it (methods and the
     functions nested in them) whose training facts the edit cannot have changed, as (settled,
     with their loops too). A `silent` statement keeps what it exports (`_dirty`): its names
-    change no method that reads them."""
+    change no method that reads them. `names`: `settled_members`'s memo of each class, by name."""
     changed = range(diff.prefix, len(units) - diff.suffix)
     if previous is None or len(changed) != 1 or previous.model.tree is None:
         return None
@@ -439,7 +443,7 @@ def _settled(
         return source.text[starts[first] : starts[end] if end < len(starts) else len(source.text)]
 
     outside = frozenset().union(*(units[j].binds for j in moved - silent if j != changed[0]))
-    found = settled_members(old, new, same, outside, text, names, known)
+    found = settled_members(old, new, same, outside, text, names.setdefault(new.name, {}), known)
     if found is None:
         return None
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
+from torch_preflight.core import members
 from torch_preflight.core.config import Config
 from torch_preflight.core.incremental import chunk_lines
-from torch_preflight.core.members import Uses, passes_changed, uses_of
+from torch_preflight.core.members import Names, Uses, member_names, passes_changed, uses_of
 from torch_preflight.core.parse import parse
 from torch_preflight.core.project import Project
 from torch_preflight.core.source import SourceText
@@ -462,6 +463,57 @@ def test_a_class_read_again_finds_the_uses_of_its_kept_methods_only(monkeypatch:
     _edit(doc, log, len("    print(x"), " or 1", 2)  # `print(x or 1)`: Trainer reads `log`, and spreads
     _same_as_fresh(doc, ALL)
     assert "report" not in asked and "step" in asked  # the edited Trainer's Uses: its kept methods found, the edited one not again
+    doc.close()
+
+
+def test_a_method_edited_after_an_edit_in_another_class_walks_the_edited_one_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`settled_members` reads the names of every method of the edited class: those of the methods
+    the builder kept are the `Uses` found before, kept while their nodes stay, also when the last
+    edits were in another class; only the edited method is walked."""
+    walked: list[str] = []
+
+    def counting(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Names:
+        walked.append(fn.name)
+        return member_names(fn)
+
+    monkeypatch.setattr(members, "member_names", counting)
+    text = METHODS + "\n\nclass Logger:\n    def write(self, x):\n        print(x)\n"
+    doc = Document("file:///tmp/reuse/methods.py", text, 0)
+    doc.analysis(ALL)
+    lines = text.split("\n")
+    report, write = lines.index("        log(n * 2)"), lines.index("        print(x)")
+    _edit(doc, report, len("        log(n * 2"), "3", 1)
+    _same_as_fresh(doc, ALL)
+    _edit(doc, write, len("        print(x"), " or 1", 2)  # in the other class
+    _same_as_fresh(doc, ALL)
+    walked.clear()
+    _edit(doc, report, len("        log(n * 23"), "4", 3)
+    _same_as_fresh(doc, ALL)
+    assert walked == ["report"]  # its new version; its old one and the other methods are known
+    doc.close()
+
+
+def test_the_uses_of_a_class_s_methods_stay_known_while_their_nodes_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `Uses` found of a class's methods (narrowing the callees an edit of the class spreads to)
+    stay known while the builder keeps their nodes: an edit of one of them after edits in another
+    statement walks that method's names only."""
+    walked: list[str] = []
+
+    def counting(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Names:
+        walked.append(fn.name)
+        return member_names(fn)
+
+    monkeypatch.setattr(members, "member_names", counting)
+    doc = Document("file:///tmp/reuse/methods.py", METHODS, 0)
+    doc.analysis(ALL)
+    lines = METHODS.split("\n")
+    report, log = lines.index("        log(n * 2)"), lines.index("    print(x)")
+    _edit(doc, log, len("    print(x"), " or 1", 1)
+    _same_as_fresh(doc, ALL)
+    walked.clear()
+    _edit(doc, report, len("        log(n * 2"), "3", 2)
+    _same_as_fresh(doc, ALL)
+    assert walked == ["report"]
     doc.close()
 
 
