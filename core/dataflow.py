@@ -523,6 +523,19 @@ class DataFlow:
                 found.extend(self._memo(key, piece, child, lambda s: [n for n in breadth_first(s) if keep(n)]))
         return found
 
+    def statement_memo(self, key: str, node: ast.stmt, search: Callable[[ast.stmt], Any]) -> Any:
+        """`search(node)` for a top-level statement (a class, say), kept with its piece under the
+        language server, so an edit of another statement finds it again; `search` reads only the
+        node and `resolve_call`, as for `calls_where`, and gives something other than None. Any
+        other statement, and every statement without pieces (the command line), is searched."""
+        tree = self.model.tree
+        if tree is None or not tree.body or self._parts is None:
+            return search(node)
+        index = max(0, bisect.bisect_right(self._statement_lines, getattr(node, "lineno", 1)) - 1)
+        if tree.body[index] is not node:
+            return search(node)
+        return self._memo(key, self._parts[index], node, search)
+
     def parents(self, node: ast.AST) -> dict[int, ast.AST]:
         """Child id -> parent node, within the top-level statement that holds `node` (the
         statement itself has no parent here), kept with the statement's piece."""
@@ -1186,12 +1199,12 @@ def is_module_constructor(flow: DataFlow, node: ast.AST | None, scope: str, _dep
 
 def class_method(flow: DataFlow, cls: str, method: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     node = flow.classes.get(cls)
-    if node is None:
-        return None
-    for stmt in node.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == method:
-            return stmt
-    return None
+    return None if node is None else own_method(node, method)
+
+
+def own_method(cls: ast.ClassDef, method: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The first definition of `method` in the class's own body."""
+    return next((s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == method), None)
 
 
 def _parent_map(root: ast.AST) -> dict[int, ast.AST]:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torch_preflight.core.dataflow import DataFlow, class_method, is_module_constructor, span_of, walk_function
+from torch_preflight.core.dataflow import DataFlow, is_module_constructor, own_method, span_of, walk_function
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from torch_preflight.core.names import dotted, tail
 from torch_preflight.rules.base import Context, RuleMeta, report
@@ -65,32 +65,46 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     model = ctx.model
     flow = DataFlow.of(model)
     for qualname, cls in model.classes.items():
-        if not cls.is_module:
+        node = flow.classes.get(qualname)
+        if not cls.is_module or node is None:
             continue
-        init = class_method(flow, qualname, "__init__")
-        if init is None:
+        # what the class's own nodes say, kept with its statement while someone edits another
+        candidates = flow.statement_memo("unregistered-submodules", node, lambda n: _candidates(flow, n))
+        if not candidates:
             continue
+        nodes, assigns = candidates
         scope = f"{qualname}.__init__"
-        nodes = list(walk_function(init))
-        if any(_dynamic_registration(n) for n in nodes):
-            continue
-        wrapped = _wrapped_attributes(flow, qualname)
-        for node in nodes:
-            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-                continue
-            name = dotted(node.targets[0])
-            if not name or not name.startswith("self.") or name.count(".") != 1 or name in wrapped:
-                continue
-            kind = _container_of_modules(flow, node.value, scope) or _filled_later(flow, node.value, name, nodes, scope)
+        for assign, name in assigns:
+            kind = _container_of_modules(flow, assign.value, scope) or _filled_later(flow, assign.value, name, nodes, scope)
             if kind is None:
                 continue
             yield report(
                 META,
-                span_of(model, node),
+                span_of(model, assign),
                 f"`{name}` keeps submodules in a plain {kind}, so their parameters are not registered: the optimizer, "
                 f"`.to()` and `state_dict()` never see them; use `nn.Module{'Dict' if kind == 'dict' else 'List'}`",
-                _fix(ctx, node.value, kind),
+                _fix(ctx, assign.value, kind),
             )
+
+
+def _candidates(flow: DataFlow, cls: ast.ClassDef) -> tuple[list[ast.AST], list[tuple[ast.Assign, str]]] | tuple[()]:
+    """The nodes of the class's own `__init__` and its assignments of one `self.x` that no module
+    container wraps in the class; () when it has no `__init__` or registers submodules itself."""
+    init = own_method(cls, "__init__")
+    if init is None:
+        return ()
+    nodes = list(walk_function(init))
+    if any(_dynamic_registration(n) for n in nodes):
+        return ()
+    wrapped = _wrapped_attributes(flow, cls)
+    assigns: list[tuple[ast.Assign, str]] = []
+    for node in nodes:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        name = dotted(node.targets[0])
+        if name and name.startswith("self.") and name.count(".") == 1 and name not in wrapped:
+            assigns.append((node, name))
+    return nodes, assigns
 
 
 def _module_element(flow: DataFlow, node: ast.expr, scope: str) -> bool:
@@ -147,13 +161,10 @@ def _dynamic_registration(node: ast.AST) -> bool:
     return isinstance(func, ast.Name) and func.id == "setattr"
 
 
-def _wrapped_attributes(flow: DataFlow, cls: str) -> set[str]:
+def _wrapped_attributes(flow: DataFlow, cls: ast.ClassDef) -> set[str]:
     """Attributes passed to a module container (or re-assigned as one) anywhere in the class."""
-    node = flow.classes.get(cls)
     wrapped: set[str] = set()
-    if node is None:
-        return wrapped
-    for sub in ast.walk(node):
+    for sub in ast.walk(cls):
         if isinstance(sub, ast.Call) and tail(flow.resolve_call(sub)) in _WRAPPERS:
             for arg in (*sub.args, *(k.value for k in sub.keywords)):
                 for inner in ast.walk(arg):

@@ -517,6 +517,49 @@ def test_the_uses_of_a_class_s_methods_stay_known_while_their_nodes_stay(monkeyp
     doc.close()
 
 
+MODULES = """import torch.nn as nn
+
+WIDTH = 64
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [nn.Linear(WIDTH, WIDTH) for _ in range(3)]
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(WIDTH, WIDTH)])
+"""
+
+
+def test_a_rule_s_facts_of_a_class_are_kept_while_another_statement_is_edited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TPF101 reads each module class's own nodes (`DataFlow.statement_memo`): an edit of the
+    constant both classes read checks them again, and finds those facts kept with their pieces."""
+    from torch_preflight.rules.model import unregistered_submodules
+
+    walked: list[str] = []
+    wrapped = unregistered_submodules._wrapped_attributes
+
+    def counting(flow: object, cls: ast.ClassDef) -> set[str]:
+        walked.append(cls.name)
+        return wrapped(flow, cls)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(unregistered_submodules, "_wrapped_attributes", counting)
+    doc = Document("file:///tmp/reuse/modules.py", MODULES, 0)
+    assert [d.code for d in doc.analysis(ALL).diagnostics].count("TPF101") == 1  # Encoder's plain list
+    assert sorted(walked) == ["Decoder", "Encoder"]
+    walked.clear()
+    _edit(doc, MODULES.split("\n").index("WIDTH = 64"), len("WIDTH = 64"), "0", 1)
+    doc.analysis(ALL)
+    assert doc.scoped.rechecked == len(doc.builder.units)  # the classes read WIDTH: the whole module
+    assert walked == []
+    _same_as_fresh(doc, ALL)
+    doc.close()
+
+
 def test_the_names_of_a_split_statement_are_those_of_the_whole_walk() -> None:
     """`scoped._unit` reads a class's or a top-level block's names statement by statement
     (`_split_names`, kept per node): the same binds, reads and plainness as one walk of it,
