@@ -40,7 +40,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torch_preflight.core.dataflow import DataFlow, class_method, is_module_constructor, span_of, walk_function
+from torch_preflight.core.dataflow import DataFlow, class_method, is_module_constructor, own_method, span_of, walk_function
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from torch_preflight.core.names import dotted, tail
 from torch_preflight.core.source import Position, Span
@@ -61,14 +61,13 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
     model = ctx.model
     flow = DataFlow.of(model)
     for qualname, cls in model.classes.items():
-        if not cls.is_module:
+        node = flow.classes.get(qualname)
+        if not cls.is_module or node is None:
             continue
-        init = class_method(flow, qualname, "__init__")
-        if init is None:
+        facts = flow.statement_memo("missing-super-init", node, _init_facts)  # kept while another statement is edited
+        if not facts:
             continue
-        scope = f"{qualname}.__init__"
-        nodes = list(walk_function(init))
-        super_call = next((n for n in nodes if isinstance(n, ast.Call) and _is_init_call(n)), None)
+        init, super_call, assigned_before = facts
         if super_call is None:
             line = init.lineno - 1
             col = ctx.source.char_col(line, init.col_offset)
@@ -80,18 +79,8 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
                 _insert_fix(ctx, flow, init, qualname),
             )
             continue
-        call_at = (super_call.lineno, super_call.col_offset)
-        early = next(
-            (
-                n
-                for n in nodes
-                if isinstance(n, ast.Assign)
-                and (n.lineno, n.col_offset) < call_at
-                and any((dotted(t) or "").startswith("self.") for t in n.targets)
-                and _needs_registry(flow, n.value, scope)
-            ),
-            None,
-        )
+        scope = f"{qualname}.__init__"
+        early = next((n for n in assigned_before if _needs_registry(flow, n.value, scope)), None)
         if early is None:
             continue
         target = next(dotted(t) for t in early.targets if (dotted(t) or "").startswith("self."))
@@ -102,6 +91,25 @@ def check(ctx: Context) -> Iterator[Diagnostic]:
             "`AttributeError: cannot assign module before Module.__init__() call`; call `super().__init__()` first",
             _move_fix(ctx, init, super_call),
         )
+
+
+def _init_facts(cls: ast.ClassDef) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call | None, list[ast.Assign]] | tuple[()]:
+    """The class's own `__init__`, its call of the base's `__init__` (None: none), and the
+    assignments of a `self.` attribute before that call, in order; () without an `__init__`."""
+    init = own_method(cls, "__init__")
+    if init is None:
+        return ()
+    nodes = list(walk_function(init))
+    super_call = next((n for n in nodes if isinstance(n, ast.Call) and _is_init_call(n)), None)
+    if super_call is None:
+        return init, None, []
+    call_at = (super_call.lineno, super_call.col_offset)
+    before = [
+        n
+        for n in nodes
+        if isinstance(n, ast.Assign) and (n.lineno, n.col_offset) < call_at and any((dotted(t) or "").startswith("self.") for t in n.targets)
+    ]
+    return init, super_call, before
 
 
 def _is_init_call(call: ast.Call) -> bool:

@@ -7,7 +7,9 @@ still equals a fresh analysis."""
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -535,19 +537,19 @@ class Decoder(nn.Module):
 """
 
 
-def test_a_rule_s_facts_of_a_class_are_kept_while_another_statement_is_edited(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TPF101 reads each module class's own nodes (`DataFlow.statement_memo`): an edit of the
-    constant both classes read checks them again, and finds those facts kept with their pieces."""
-    from torch_preflight.rules.model import unregistered_submodules
-
+@pytest.mark.parametrize(("rule", "facts"), [("unregistered_submodules", "_candidates"), ("missing_super_init", "_init_facts")])
+def test_a_rule_s_facts_of_a_class_are_kept_while_another_statement_is_edited(monkeypatch: pytest.MonkeyPatch, rule: str, facts: str) -> None:
+    """TPF101 and TPF102 read each module class's own nodes (`DataFlow.statement_memo`): an edit of
+    the constant both classes read checks them again, and finds those facts kept with their pieces."""
+    module = importlib.import_module(f"torch_preflight.rules.model.{rule}")
     walked: list[str] = []
-    wrapped = unregistered_submodules._wrapped_attributes
+    search = getattr(module, facts)
 
-    def counting(flow: object, cls: ast.ClassDef) -> set[str]:
-        walked.append(cls.name)
-        return wrapped(flow, cls)  # type: ignore[arg-type]
+    def counting(*args: Any) -> Any:
+        walked.append(args[-1].name)
+        return search(*args)
 
-    monkeypatch.setattr(unregistered_submodules, "_wrapped_attributes", counting)
+    monkeypatch.setattr(module, facts, counting)
     doc = Document("file:///tmp/reuse/modules.py", MODULES, 0)
     assert [d.code for d in doc.analysis(ALL).diagnostics].count("TPF101") == 1  # Encoder's plain list
     assert sorted(walked) == ["Decoder", "Encoder"]
