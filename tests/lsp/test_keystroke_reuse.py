@@ -468,10 +468,20 @@ def test_a_class_read_again_finds_the_uses_of_its_kept_methods_only(monkeypatch:
     doc.close()
 
 
-def test_a_method_edited_after_an_edit_in_another_class_walks_the_edited_one_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`settled_members` reads the names of every method of the edited class: those of the methods
-    the builder kept are the `Uses` found before, kept while their nodes stay, also when the last
-    edits were in another class; only the edited method is walked."""
+@pytest.mark.parametrize(
+    ("extra", "before"),
+    [
+        # the class, then another class: `settled_members` keeps a memo per class
+        ("\n\nclass Logger:\n    def write(self, x):\n        print(x)\n", [("        log(n * 2", "3"), ("        print(x", " or 1")]),
+        # a function the class calls: the narrowing found the `Uses` of the class's methods, kept while their nodes stay
+        ("", [("    print(x", " or 1")]),
+    ],
+)
+def test_an_edit_of_a_method_after_edits_elsewhere_walks_that_method_s_names_only(
+    monkeypatch: pytest.MonkeyPatch, extra: str, before: list[tuple[str, str]]
+) -> None:
+    """`settled_members` reads the names of every method of the edited class; only the edited
+    method's new version is walked, also when the last edits were in another statement."""
     walked: list[str] = []
 
     def counting(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Names:
@@ -479,42 +489,15 @@ def test_a_method_edited_after_an_edit_in_another_class_walks_the_edited_one_onl
         return member_names(fn)
 
     monkeypatch.setattr(members, "member_names", counting)
-    text = METHODS + "\n\nclass Logger:\n    def write(self, x):\n        print(x)\n"
+    text = METHODS + extra
     doc = Document("file:///tmp/reuse/methods.py", text, 0)
     doc.analysis(ALL)
     lines = text.split("\n")
-    report, write = lines.index("        log(n * 2)"), lines.index("        print(x)")
-    _edit(doc, report, len("        log(n * 2"), "3", 1)
-    _same_as_fresh(doc, ALL)
-    _edit(doc, write, len("        print(x"), " or 1", 2)  # in the other class
-    _same_as_fresh(doc, ALL)
-    walked.clear()
-    _edit(doc, report, len("        log(n * 23"), "4", 3)
-    _same_as_fresh(doc, ALL)
-    assert walked == ["report"]  # its new version; its old one and the other methods are known
-    doc.close()
-
-
-def test_the_uses_of_a_class_s_methods_stay_known_while_their_nodes_stay(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The `Uses` found of a class's methods (narrowing the callees an edit of the class spreads to)
-    stay known while the builder keeps their nodes: an edit of one of them after edits in another
-    statement walks that method's names only."""
-    walked: list[str] = []
-
-    def counting(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Names:
-        walked.append(fn.name)
-        return member_names(fn)
-
-    monkeypatch.setattr(members, "member_names", counting)
-    doc = Document("file:///tmp/reuse/methods.py", METHODS, 0)
-    doc.analysis(ALL)
-    lines = METHODS.split("\n")
-    report, log = lines.index("        log(n * 2)"), lines.index("    print(x)")
-    _edit(doc, log, len("    print(x"), " or 1", 1)
-    _same_as_fresh(doc, ALL)
-    walked.clear()
-    _edit(doc, report, len("        log(n * 2"), "3", 2)
-    _same_as_fresh(doc, ALL)
+    for version, (at, typed) in enumerate([*before, ("        log(n * 2", "4")], 1):
+        if version == len(before) + 1:
+            walked.clear()
+        _edit(doc, next(i for i, line in enumerate(lines) if line.startswith(at)), len(at), typed, version)
+        _same_as_fresh(doc, ALL)
     assert walked == ["report"]
     doc.close()
 
