@@ -83,7 +83,7 @@ class Document:
     whole_s: float | None = None  # wall seconds the whole-module rules took in the last analysis that ran them
     _whole_started: float | None = field(default=None, repr=False, compare=False)
     _started: float = field(default=0.0, repr=False, compare=False)  # when the running analysis began
-    EARLY_AFTER_S: ClassVar[float] = 0.03  # see `_worth_publishing`
+    EARLY_AFTER_S: ClassVar[float] = 0.02  # see `_worth_publishing`
     EARLY_LINES: ClassVar[int] = 500
     busy: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # analysis caches in use
     _text_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
