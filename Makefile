@@ -119,6 +119,7 @@ bench-lsp: $(STAMP) ## LSP latency: didChange -> diagnostics p50/p95, inlay hint
 
 # Real files (issue 19): bench/lsp/real_files.json, fetched into bench/out/lsp/files (pip download,
 # git), plus every bench/out/corpus file over 300 lines when `make bench-real` built the corpus.
+# Two in-process runs side by side: python bench/lsp/compare.py BEFORE.json AFTER.json (targets met, pooled p95).
 bench-lsp-real: $(STAMP) ## LSP latency on real files: valid and broken keystrokes, cold start, hints, vs ruff; then CPU time in-process
 	$(BIN)/python bench/lsp/bench_lsp.py --real
 	$(BIN)/python bench/lsp/bench_lsp.py --real --in-process
