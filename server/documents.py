@@ -172,11 +172,14 @@ class Document:
         (`IncrementalBuilder.starts_after_edit`: a keystroke that keeps the file valid, or
         that makes it valid again); else from a parse of the edited part only when parso's
         error recovery resynchronises soon after it (`starts_after_broken_edit`: a keystroke
-        that breaks the file); else from parso's diff parser once the document is primed;
-        before that, from `ast` when the text parses (the same boundaries), with the tree,
-        which the builder then splits instead of parsing each statement again. A NUL reads as
-        a space, as in `parse_statements` (parso splits statements otherwise at one)."""
+        that breaks the file; parso's statements of a text that parses are its statements);
+        else from parso's diff parser once the document is primed; before that, from `ast`
+        when the text parses (the same boundaries), with the tree, which the builder then
+        splits instead of parsing each statement again. A NUL reads as a space, as in
+        `parse_statements` (parso splits statements otherwise at one)."""
         known = self.builder.starts_after_edit(source)
+        if known is None:
+            known = self.builder.starts_after_broken_edit(source)
         if known is not None:
             return known, None
         text = source.text.replace("\x00", " ")
@@ -189,9 +192,6 @@ class Document:
                 tree = None
             if tree is not None:
                 return [min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))]) - 1 for stmt in tree.body], tree
-        known = self.builder.starts_after_broken_edit(source)
-        if known is not None:
-            return known, None
         module = parso_grammar().parse(text, diff_cache=True, path=self.parso_key, cache=False)
         self.primed = True
         return statement_starts(module), None
