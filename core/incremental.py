@@ -20,10 +20,13 @@ the top-level statements), so the language server's result equals a fresh analys
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
 import functools
+import io
 import itertools
 import re
+import tokenize
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -149,6 +152,7 @@ class IncrementalBuilder:
         self._good_pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self._hint: dict[tuple[int, str], _Parsed] = {}  # a parse `starts_after_edit` made, for the next build
         self._not_alone: tuple[int, str] | None = None  # a statement whose edited method `starts_after_edit` found not to parse alone
+        self._unparsed: tuple[int, str] | None = None  # a statement whose text `starts_after_edit` found not to parse alone
         self._alone: dict[str, bool] = {}  # whether a block statement's text parses alone (`_repair_block_member`)
 
     def build(self, source: SourceText, chunks: list[Chunk], path: str, tree: ast.Module | None = None) -> ModuleModel:
@@ -177,7 +181,7 @@ class IncrementalBuilder:
                     if len(self._alone) > 4096:
                         self._alone.clear()
                     entry = method or _parse_chunk(
-                        start, code, self._known_members(start, before) if before is not None else None, before, self._alone
+                        start, code, self._known_members(start, before) if before is not None else None, before, self._alone, key != self._unparsed
                     )
             new_parsed[key] = entry
             broken.append(entry)
@@ -186,7 +190,7 @@ class IncrementalBuilder:
                 code, entry = good  # the repair undid the keystroke (a bracket typed where none opens): the last good statement stands
             parsed.append((start, code, entry))
         self._parsed = new_parsed
-        self._hint, self._not_alone = {}, None
+        self._hint, self._not_alone, self._unparsed = {}, None, None
         self._by_start = {start: (code, entry) for start, code, entry in parsed}
         self._good = {start: self._good[start] if entry.errors else (code, entry) for start, code, entry in parsed if not entry.errors or start in self._good}
         self.errors = _first_error(broken)
@@ -272,8 +276,12 @@ class IncrementalBuilder:
             return None  # the edited method does not parse alone: the class most likely not either (parsing it would tell)
         # lines that mention no `import`, before and after: the statement's import nodes are the same (see `_reparse_method`)
         same_imports = not old_parsed.errors and not any("import" in line for line in (*old[first : len(old) - tail], *new[first : len(new) - tail]))
-        entry = method or _parse_alone(a, code, old_parsed.imports if same_imports else None)
+        if not method and _unbalanced_display_edit(a, old_code, old_parsed, code):
+            entry = None  # found without parsing the whole statement (a table of 500 kB)
+        else:
+            entry = method or _parse_alone(a, code, old_parsed.imports if same_imports else None)
         if entry is None:
+            self._unparsed = (a, code)  # `build` need not parse it again to find out
             return None
         own = sorted({min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1 for s in entry.body})
         if own == [a] or (index == 0 and len(own) <= 1):  # the new text is one statement's, or the first's
@@ -313,6 +321,9 @@ class IncrementalBuilder:
             return None
         delta = len(new) - len(old)
         before = [chunk[0] for chunk, _, _ in units[:index]]
+        after = _starts_after_unit(old, new, first, last, a, b, [chunk[0] for chunk, _, _ in units[index + 1 :]])
+        if after is not None:
+            return [*before, a, *after]
         top, col, cands = a, 0, [(chunk[0] + delta, 0, 0) for chunk, _, _ in units[index + 1 :]]  # (line, column, header row)
         header: list[str] = []
         block: Any = parsed.body[0] if len(parsed.body) == 1 and type(parsed.body[0]) in _BLOCK_HEADERS and not parsed.body[0].col_offset else None
@@ -525,6 +536,59 @@ def _token_resyncs(rows: list[str], version: Any, positions: list[tuple[int, int
 # is where it is after a NEWLINE token and that line's indentation.
 _BREAKS = frozenset({"import", "class", "def", "try", "except", "finally", "while", "with", "return", "continue", "break", "del", "pass", "global", "assert", "nonlocal"})
 
+_TOKEN_FREE = ("", " ", "\t", ")", "]", "}", "#")  # a line starting so starts no chunk (`chunk_lines`)
+_UNSETTLING = re.compile(r"['\"#\\@]")  # typed or deleted, what is a string, a comment, a line's end or a decorator may change
+_BREAK_LINE = re.compile(rf"(?:{'|'.join(sorted(_BREAKS - {'except', 'finally'}))})\b")  # clauses continue a `try`
+
+
+def _starts_after_unit(old: list[str], new: list[str], first: int, last: int, a: int, b: int, later: list[int]) -> list[int] | None:
+    """For `starts_after_broken_edit`, without parsing: the chunk starts after the edited
+    statement (lines `a`..`b` of the valid text `old`; its lines `first`..`last` edited into
+    `new`), when nothing after the edit can start a chunk before the next statement, and that
+    one is known to start one. A chunk starts only at a line whose first character is no
+    space, closing bracket or `#` (`chunk_lines`); parso reads the text before the edit as in
+    the valid text, so no statement starts between `a` and the edited line that did not there
+    (the edit may change the first token of its line: the first line of the statement still
+    starts one; a later one must start with a space, a closing bracket or a comment). When
+    the edit neither types nor deletes a quote, `#`, backslash or `@` and is not inside a
+    string or comment, strings and comments are where they were, so the lines after it that
+    started inside the statement with a space, a closing bracket or a comment still do. Then
+    either the statement was the last (no chunk starts after it), or the next one starts at
+    column 0 with a keyword at which parso's tokenizer closes every bracket and dedents to
+    column 0 (`_BREAKS`: `def`, `class`, `import` ...): parso starts a statement there and
+    reads the rest as in the valid text (no `@` between the edit and it, which a broken line
+    could turn into a decorator of a `def` or `class`). None when that is not so."""
+    delta = len(new) - len(old)
+    old_seg, new_seg = "\n".join(old[first:last]), "\n".join(new[first : last + delta])
+    p = 0
+    limit = min(len(old_seg), len(new_seg))
+    while p < limit and old_seg[p] == new_seg[p]:
+        p += 1
+    s = 0
+    while s < limit - p and old_seg[len(old_seg) - 1 - s] == new_seg[len(new_seg) - 1 - s]:
+        s += 1
+    if _UNSETTLING.search(old_seg, p, len(old_seg) - s) or _UNSETTLING.search(new_seg, p, len(new_seg) - s):
+        return None
+    row = first + old_seg.count("\n", 0, p)
+    col = p - (old_seg.rfind("\n", 0, p) + 1)
+    if row >= len(old):
+        return None  # lines added at the end
+    line = old[row]
+    if (row == a and col == 0) or '"""' in line or "'''" in line or any(m.start() < col < m.end() for m in _LITERALS.finditer(line)):
+        return None
+    unit = "\n".join(old[a:b])
+    if ('"""' in unit or "'''" in unit or "\\\n" in unit) and row - a in _string_lines(unit):
+        return None
+    if any(text[:1] not in _TOKEN_FREE for text in new[row + 1 : b + delta]) or (row > a and new[row][:1] not in _TOKEN_FREE):
+        return None
+    if not later:
+        return []
+    following = later[0] + delta
+    if not _BREAK_LINE.match(new[following]) or any("@" in text for text in new[row:following]):
+        return None
+    return [start + delta for start in later]
+
+
 
 def _starts_statement(module: Any, position: tuple[int, int], row: int) -> bool:
     """Whether a statement of the module (`row`: of the body of the stand-in header on that row)
@@ -578,20 +642,23 @@ def _reads_alike(restored: str, code: str) -> bool:
 
 
 def _parse_chunk(
-    start: int, code: str, known: Known | None = None, before: tuple[str, _Parsed] | None = None, alone: dict[str, bool] | None = None
+    start: int, code: str, known: Known | None = None, before: tuple[str, _Parsed] | None = None, alone: dict[str, bool] | None = None, may_parse: bool = True
 ) -> _Parsed:
     """One top-level statement, parsed alone (padded with blank lines so line numbers stay
     absolute); one that does not parse is repaired alone, its first syntax error kept: a class
     or function, one statement of its body at a time when that can be done (`_repair_member`;
     `known` as there), an `if`, `try` or `with` one statement of its blocks at a time
-    (`_repair_block_member`; `before`, `alone` as there)."""
+    (`_repair_block_member`; `before`, `alone` as there). `may_parse` False: the caller found
+    that the text does not parse (the repair starts at once)."""
     padded = "\n" * start + code
     try:
+        if not may_parse:
+            raise SyntaxError("known not to parse")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(padded)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        by_member = _repair_member(start, code, known) or _repair_block_member(start, code, before, alone)
+        by_member = _repair_member(start, code, known) or _repair_block_member(start, code, before, alone) or _repair_display(start, code, before)
         if by_member is not None:
             return by_member
         repaired = parse(SourceText(padded))
@@ -654,6 +721,8 @@ def _string_lines(code: str) -> set[int]:
     1 ms). Where the tokenizer gives up before the end (a stray backslash or quote on a line
     of its own) the scan goes on, so it may know more strings, never fewer."""
     inside: set[int] = set()
+    if '"""' not in code and "'''" not in code and "\\\n" not in code:
+        return inside  # no string can span lines (a generated table of 500 kB: 25 ms for the scan)
     line, at = 0, 0
     for match in _LITERALS.finditer(code):
         if match.group("open") is not None:
@@ -782,21 +851,26 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     # the last version's statement there, for its body statements (its import nodes' depths do not matter here)
     known = _known_members(start + a, (old[2], _Parsed([old[1]], before[1].imports))) if old is not None and before is not None else None  # type: ignore[list-item]
     by_member = _repair_member(start + a, "\n".join(lines[a:b]), known)
+    member: str | None = None  # the text the repair made of the broken statement, when it dropped no statement
     if by_member is not None:
-        nodes, errors, repaired, unsure = by_member.body, by_member.errors, by_member.repaired, by_member.unsure
+        nodes, errors, repaired, unsure, member = by_member.body, by_member.errors, by_member.repaired, by_member.unsure, by_member.restored
     else:
         repair = parse(SourceText(padded))
         wrapper = repair.tree.body
         nodes = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
         errors, repaired, unsure = tuple(repair.errors[:1]), repair.repaired, _functions_in(nodes)
+        prefix = len(padded) - (b - a) - sum(map(len, lines[a:b]))
+        if repair.text is not None and repair.text.endswith("\n") and repair.text.startswith(padded[:prefix]):
+            member = repair.text[prefix:-1]
     if not nodes:
         return None
+    restored = "\n".join([*lines[:a], member, *lines[b:]]) if member is not None else None
     if old is not None and before is not None:  # the last version's nodes, that statement replaced
         body: list[ast.stmt] = [_replaced(old[0], old[1], nodes)]  # type: ignore[list-item]
         first_line, last_line = start + a + 1, start + b
         kept = [(d, n) for d, _, n in before[1].imports if not first_line <= n.lineno <= last_line]
         fresh = [(d + len(old[0]), n) for d, _, n in _import_nodes(nodes, "import")]  # the statement is at depth len(path) + 1
-        return _Parsed(body, [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh], errors, repaired, unsure)
+        return _Parsed(body, [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh], errors, repaired, unsure, restored)
     skeleton = "\n".join([*lines[:a], indent + "pass", *([""] * (b - a - 1)), *lines[b:]])
     try:
         with warnings.catch_warnings():
@@ -809,7 +883,7 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
     path = _statement_path(body[0], start + a)
     if path is None or not isinstance(path[1], ast.Pass):
         return None
-    return _Parsed([_replaced(path[0], path[1], nodes)], _import_nodes(body, code), errors, repaired, unsure)  # type: ignore[list-item]
+    return _Parsed([_replaced(path[0], path[1], nodes)], _import_nodes(body, code), errors, repaired, unsure, restored)  # type: ignore[list-item]
 
 
 def _statement_path(top: ast.AST, line: int) -> tuple[list[tuple[ast.AST, str, int]], ast.AST] | None:
@@ -932,6 +1006,7 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     kind = type(head[0])
     body: list[ast.stmt] = []
     broken: ParseResult | None = None
+    restored: str | None = None
     dropped: frozenset[int] = frozenset()
     unsure: frozenset[int] = frozenset()
     imports: list[tuple[int, ast.Import | ast.ImportFrom]] = []  # with their depth under the class or function
@@ -954,6 +1029,9 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
                 if not wrapper:  # the repair gave nothing: the statement is dropped, its lines repaired
                     dropped = frozenset(range(start + a, start + b))
                     continue
+                prefix = len(padded) - len(text) - 1
+                if broken.text is not None and broken.text.endswith("\n") and broken.text.startswith(padded[:prefix]):
+                    restored = "\n".join([*lines[:a], broken.text[prefix:-1], *lines[b:]])
             if len(wrapper) != 1 or type(wrapper[0]) is not kind:
                 return None
             nodes = wrapper[0].body
@@ -968,7 +1046,218 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     cls.body = body
     cls.end_lineno, cls.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
     # by position, as `_reparse_method` orders them: the breadth-first walk's order at each depth
-    return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure)
+    return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure, restored)
+
+
+_DISPLAYS = (ast.Dict, ast.List, ast.Tuple, ast.Set)
+
+
+def _display_members(code: str) -> tuple[int, list[tuple[int, int]]] | None:
+    """A top-level statement that is one long bracketed display by lines, from its text alone
+    (it need not parse): its first line ends with the opening bracket (`TABLE = {`, `MAP =
+    OrderedDict([`), a later line holds nothing but the closing brackets (`}`, `])`), and the
+    lines between are its elements, each starting at the indentation of the first (outside
+    multi-line strings, and not with a closing bracket, a comma or a comment). The closing line's index
+    and each element's lines ((first, end), 0-based in the chunk); None otherwise."""
+    lines = code.split("\n")
+    if not lines[0].rstrip().endswith(("{", "[", "(")) or lines[0][:1].isspace():
+        return None
+    close = next((i for i in range(len(lines) - 1, 0, -1) if lines[i].strip()), 0)
+    if close < 2 or lines[close].strip().strip("})]") or any(line.strip() and not line.lstrip().startswith("#") for line in lines[close + 1 :]):
+        return None
+    inside = _string_lines(code)
+    first = next((i for i in range(1, close) if lines[i].strip() and not lines[i].lstrip().startswith("#")), None)
+    if first is None:
+        return None
+    indent = lines[first][: len(lines[first]) - len(lines[first].lstrip())]
+    if not indent or indent.strip():
+        return None
+    starts = [i for i in range(first, close) if i not in inside and lines[i].startswith(indent) and lines[i][len(indent) : len(indent) + 1] not in ("", " ", "\t", "#", ")", "]", "}", ",")]
+    if not starts or starts[0] != first:
+        return None
+    return close, list(itertools.pairwise([*starts, close]))
+
+
+def _display_node(tree: ast.stmt, start: int, col: int, close: int) -> tuple[list[tuple[ast.AST, str, int | None]], ast.AST] | None:
+    """The display node of a statement from `_display_members` (opening at column `col` of its
+    first line `start`, closing on line `close`, 0-based absolute), with the nodes and fields on
+    the way down to it; None when there is none."""
+    path: list[tuple[ast.AST, str, int | None]] = []  # (node, field, index in that field when it is a list)
+    node: ast.AST = tree
+    while not (isinstance(node, _DISPLAYS) and node.lineno - 1 == start and node.col_offset == col):  # type: ignore[attr-defined]
+        step = next(
+            (
+                (name, index, child)
+                for name, value in ast.iter_fields(node)
+                for index, child in (enumerate(value) if isinstance(value, list) else [(None, value)])
+                if isinstance(child, ast.expr) and child.lineno - 1 <= start and (child.end_lineno or 0) - 1 >= close
+            ),
+            None,
+        )
+        if step is None:
+            return None
+        path.append((node, step[0], step[1]))
+        node = step[2]
+    return path, node
+
+
+def _elements(display: ast.AST) -> list[ast.AST]:
+    return [k if k is not None else v for k, v in zip(display.keys, display.values, strict=True)] if isinstance(display, ast.Dict) else list(display.elts)  # type: ignore[attr-defined]
+
+
+def _with_elements(path: list[tuple[ast.AST, str, int | None]], display: ast.AST, index: int, removed: int, added: ast.AST) -> ast.AST:
+    """The statement at the top of `path` with `removed` elements of `display` from `index`
+    replaced by the elements of `added` (a display of the same kind); the nodes on the way copied."""
+    new = copy.copy(display)
+    if isinstance(display, ast.Dict):
+        new.keys = [*display.keys[:index], *added.keys, *display.keys[index + removed :]]  # type: ignore[attr-defined]
+        new.values = [*display.values[:index], *added.values, *display.values[index + removed :]]  # type: ignore[attr-defined]
+    else:
+        new.elts = [*display.elts[:index], *added.elts, *display.elts[index + removed :]]  # type: ignore[attr-defined]
+    for outer, name, index_in in reversed(path):
+        copied = copy.copy(outer)
+        if index_in is None:
+            setattr(copied, name, new)
+        else:
+            items = list(getattr(outer, name))
+            items[index_in] = new
+            setattr(copied, name, items)
+        new = copied
+    return new
+
+
+def _repair_display(start: int, code: str, before: tuple[str, _Parsed] | None = None) -> _Parsed | None:
+    """A top-level statement that is one long display (`_display_members`: a generated table of
+    thousands of lines) and does not parse, repaired one element at a time: each element's lines
+    are parsed alone between the statement's first and closing lines, and when exactly one does
+    not parse, it alone is repaired (`core.parse`) and its elements take its place in the parse
+    of the statement without those lines. None otherwise: the caller repairs the whole
+    statement (on torch's 529 kB annotated_fn_args.py, two parses of it and more). `before`: the
+    statement's last version that parsed; when the text differs from it only in that element's
+    lines, its other elements parsed then (each element's lines held whole elements), so its
+    nodes, less that element's, are that parse."""
+    split = _display_members(code)
+    if split is None:
+        return None
+    close, members = split
+    lines = code.split("\n")
+    col = len(lines[0].rstrip()) - 1
+    head, tail = lines[0], lines[close]
+
+    def wrapped(a: int, b: int, padded: bool) -> str:  # padded: at its lines (whether it parses does not depend on them)
+        return ("\n" * start + head + "\n" * a if padded else head + "\n") + "\n".join(lines[a:b]) + "\n" + tail + "\n"
+
+    old = _known_display(start, code, before, close, members, col) if before is not None else None
+    broken: tuple[int, int] | None = None
+    for a, b in members:
+        if old is not None and (a, b) != old[0]:
+            continue  # parsed in the last version
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse(wrapped(a, b, padded=False))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            if broken is not None:
+                return None  # a second one: not the display's elements, or two errors
+            broken = (a, b)
+    if broken is None:
+        return None  # the error is in the first or the closing line
+    a, b = broken
+    repair = parse(SourceText(wrapped(a, b, padded=True)))
+    if len(repair.tree.body) != 1:
+        return None
+    found = _display_node(repair.tree.body[0], start, col, start + a)  # its closing line is b
+    if found is None:
+        return None
+    added = found[1]
+    if old is not None:
+        stmt, index, removed = old[1], old[2], old[3]
+    else:  # the statement without those lines, which hold whole elements when it parses
+        skeleton = "\n".join([*lines[:a], *([""] * (b - a)), *lines[b:]])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                body = ast.parse("\n" * start + skeleton).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if len(body) != 1:
+            return None
+        stmt, index, removed = body[0], None, 0
+    there = _display_node(stmt, start, col, start + close)
+    if there is None or type(there[1]) is not type(added):
+        return None
+    if index is None:
+        index = len([e for e in _elements(there[1]) if getattr(e, "lineno", 0) - 1 < start + a])
+    node = _with_elements(there[0], there[1], index, removed, added)
+    prefix = len(start * "\n" + head) + a
+    text = repair.text
+    member = text[prefix : len(text) - len(tail) - 2] if text is not None and text.startswith("\n" * start + head + "\n" * a) and text.endswith("\n" + tail + "\n") else None
+    restored = "\n".join([*lines[:a], member, *lines[b:]]) if member is not None else None
+    return _Parsed([node], _import_nodes([node], code), tuple(repair.errors[:1]), repair.repaired, _functions_in([node]), restored)  # type: ignore[list-item]
+
+
+def _unbalanced_display_edit(start: int, old_code: str, old: _Parsed, code: str) -> bool:
+    """Whether the edit from a display statement that parsed (`_known_display`: its elements' lines
+    each held whole elements) stays inside one element's lines and leaves them with brackets
+    that do not balance (a `(` typed at a line's end): the other lines are the same balanced
+    elements, so the statement's brackets do not balance and it cannot parse. Told from those
+    lines' tokens (Python's tokenizer); False when they do not tokenize alone (a string left open)."""
+    split = _display_members(code)
+    if split is None:
+        return False
+    close, members = split
+    known = _known_display(start, code, (old_code, old), close, members, len(code.split("\n", 1)[0].rstrip()) - 1)
+    if known is None:
+        return False
+    a, b = known[0]
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO("\n".join(code.split("\n")[a:b]) + "\n").readline):
+            if token.type == tokenize.OP:
+                depth += (token.string in "([{") - (token.string in ")]}")
+    except tokenize.TokenError as error:  # at the end: a bracket left open (then depth > 0), or a string
+        return "statement" in str(error.args[0]) and depth > 0
+    except (SyntaxError, IndentationError):
+        return False
+    return depth != 0
+
+
+def _known_display(
+    start: int, code: str, before: tuple[str, _Parsed], close: int, members: list[tuple[int, int]], col: int
+) -> tuple[tuple[int, int], ast.stmt, int, int] | None:
+    """For `_repair_display`: when `code` differs from the last version that parsed (`before`)
+    only in one element's lines of the same split, and every element's lines there held whole
+    elements of its display: those lines, the last version's statement, and the index and
+    number of the elements those lines held."""
+    old_code, old = before
+    if old.errors or len(old.body) != 1:
+        return None
+    old_lines, lines = old_code.split("\n"), code.split("\n")
+    if len(old_lines) != len(lines):
+        return None
+    changed = [i for i, (x, y) in enumerate(zip(old_lines, lines, strict=True)) if x != y]
+    if not changed:
+        return None
+    edited = next(((a, b) for a, b in members if a <= changed[0] and changed[-1] < b), None)
+    if edited is None or _display_members(old_code) != (close, members):
+        return None
+    found = _display_node(old.body[0], start, col, start + close)
+    if found is None:
+        return None
+    elements = _elements(found[1])
+    bounds = [a for a, _ in members]
+    counts = [0] * len(members)
+    values = found[1].values if isinstance(found[1], ast.Dict) else elements  # type: ignore[attr-defined]
+    for element, value in zip(elements, values, strict=True):
+        first, last = element.lineno - 1 - start, (value.end_lineno or 0) - 1 - start  # type: ignore[attr-defined]
+        k = bisect.bisect_right(bounds, first) - 1
+        if k < 0 or last >= members[k][1]:
+            return None  # an element across two members' lines: the split is not the elements
+        counts[k] += 1
+    if not all(counts):
+        return None
+    k = members.index(edited)
+    return edited, old.body[0], sum(counts[:k]), counts[k]
 
 
 def _path_to_function(top: ast.stmt, first: int, last: int) -> list[tuple[ast.AST, str, int]] | None:
