@@ -651,13 +651,8 @@ def _parse_chunk(
     (`_repair_block_member`; `before`, `alone` as there). `may_parse` False: the caller found
     that the text does not parse (the repair starts at once)."""
     padded = "\n" * start + code
-    try:
-        if not may_parse:
-            raise SyntaxError("known not to parse")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(padded)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _body_of(padded) if may_parse else None
+    if tree is None:
         by_member = _repair_member(start, code, known) or _repair_block_member(start, code, before, alone) or _repair_display(start, code, before)
         if by_member is not None:
             return by_member
@@ -666,19 +661,26 @@ def _parse_chunk(
         unsure = _functions_in(body)
         restored = repaired.text[start:] if repaired.text is not None else None  # less the padding
         return _Parsed(body, _import_nodes(body, code), tuple(repaired.errors[:1]), repaired.repaired, unsure, restored)
-    return _Parsed(tree.body, _import_nodes(tree.body, code))
+    return _Parsed(tree, _import_nodes(tree, code))
 
 
 def _parse_alone(start: int, code: str, imports: list[tuple[int, int, ast.Import | ast.ImportFrom]] | None = None) -> _Parsed | None:
     """One top-level statement's text parsed alone, as `_parse_chunk` does, or None when it does not parse;
     `imports`: its import nodes when the caller knows them (an edit of lines without `import`)."""
+    tree = _body_of("\n" * start + code)
+    if tree is None:
+        return None
+    return _Parsed(tree, imports if imports is not None else _import_nodes(tree, code))
+
+
+def _body_of(text: str) -> list[ast.stmt] | None:
+    """The statements of `text` as `ast.parse` gives them, or None when it does not parse."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse("\n" * start + code)
+            return ast.parse(text).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return _Parsed(tree.body, imports if imports is not None else _import_nodes(tree.body, code))
 
 
 _BLOCKS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)  # statements `_repair_member` repairs by body statement
@@ -831,13 +833,7 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
         text = "\n".join(lines[a:b])
         parses = alone.get(text) if alone is not None else None
         if parses is None:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ast.parse("class _:\n" + text + "\n")  # where it stands does not decide whether it parses
-                parses = True
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                parses = False
+            parses = _body_of("class _:\n" + text + "\n") is not None  # where it stands does not decide whether it parses
             if alone is not None:
                 alone[text] = parses
         if not parses:
@@ -872,18 +868,13 @@ def _repair_block_member(start: int, code: str, before: tuple[str, _Parsed] | No
         fresh = [(d + len(old[0]), n) for d, _, n in _import_nodes(nodes, "import")]  # the statement is at depth len(path) + 1
         return _Parsed(body, [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in kept + fresh], errors, repaired, unsure, restored)
     skeleton = "\n".join([*lines[:a], indent + "pass", *([""] * (b - a - 1)), *lines[b:]])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            body = ast.parse("\n" * start + skeleton).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    rest = _body_of("\n" * start + skeleton)
+    if rest is None or len(rest) != 1:
         return None
-    if len(body) != 1:
-        return None
-    path = _statement_path(body[0], start + a)
+    path = _statement_path(rest[0], start + a)
     if path is None or not isinstance(path[1], ast.Pass):
         return None
-    return _Parsed([_replaced(path[0], path[1], nodes)], _import_nodes(body, code), errors, repaired, unsure, restored)  # type: ignore[list-item]
+    return _Parsed([_replaced(path[0], path[1], nodes)], _import_nodes(rest, code), errors, repaired, unsure, restored)  # type: ignore[list-item]
 
 
 def _statement_path(top: ast.AST, line: int) -> tuple[list[tuple[ast.AST, str, int]], ast.AST] | None:
@@ -993,11 +984,8 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     bounds = [*starts, len(lines)]
     nested = lines[0][:1].isspace()  # a class or function in a block (`_repair_block_member`): parsed inside a stand-in class
     header = ("\n" * (start - 1) + "class _:\n" if nested else "\n" * start) + "\n".join(lines[: starts[0]]) + "\n" + split[0] + "pass\n"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            head = ast.parse(header).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    head = _body_of(header)
+    if head is None:
         return None
     if nested:
         head = head[0].body if len(head) == 1 and isinstance(head[0], ast.ClassDef) else []
@@ -1052,7 +1040,8 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
 _DISPLAYS = (ast.Dict, ast.List, ast.Tuple, ast.Set)
 
 
-def _display_members(code: str) -> tuple[int, list[tuple[int, int]]] | None:
+@functools.lru_cache(maxsize=4)  # a keystroke asks it of the same texts in `starts_after_edit` and `build`
+def _display_members(code: str) -> tuple[int, tuple[tuple[int, int], ...]] | None:
     """A top-level statement that is one long bracketed display by lines, from its text alone
     (it need not parse): its first line ends with the opening bracket (`TABLE = {`, `MAP =
     OrderedDict([`), a later line holds nothing but the closing brackets (`}`, `])`), and the
@@ -1075,7 +1064,7 @@ def _display_members(code: str) -> tuple[int, list[tuple[int, int]]] | None:
     starts = [i for i in range(first, close) if i not in inside and lines[i].startswith(indent) and lines[i][len(indent) : len(indent) + 1] not in ("", " ", "\t", "#", ")", "]", "}", ",")]
     if not starts or starts[0] != first:
         return None
-    return close, list(itertools.pairwise([*starts, close]))
+    return close, tuple(itertools.pairwise([*starts, close]))
 
 
 def _display_node(tree: ast.stmt, start: int, col: int, close: int) -> tuple[list[tuple[ast.AST, str, int | None]], ast.AST] | None:
@@ -1152,11 +1141,7 @@ def _repair_display(start: int, code: str, before: tuple[str, _Parsed] | None = 
     for a, b in members:
         if old is not None and (a, b) != old[0]:
             continue  # parsed in the last version
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ast.parse(wrapped(a, b, padded=False))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        if _body_of(wrapped(a, b, padded=False)) is None:
             if broken is not None:
                 return None  # a second one: not the display's elements, or two errors
             broken = (a, b)
@@ -1173,14 +1158,8 @@ def _repair_display(start: int, code: str, before: tuple[str, _Parsed] | None = 
     if old is not None:
         stmt, index, removed = old[1], old[2], old[3]
     else:  # the statement without those lines, which hold whole elements when it parses
-        skeleton = "\n".join([*lines[:a], *([""] * (b - a)), *lines[b:]])
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                body = ast.parse("\n" * start + skeleton).body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        if len(body) != 1:
+        body = _body_of("\n" * start + "\n".join([*lines[:a], *([""] * (b - a)), *lines[b:]]))
+        if body is None or len(body) != 1:
             return None
         stmt, index, removed = body[0], None, 0
     there = _display_node(stmt, start, col, start + close)
@@ -1223,7 +1202,7 @@ def _unbalanced_display_edit(start: int, old_code: str, old: _Parsed, code: str)
 
 
 def _known_display(
-    start: int, code: str, before: tuple[str, _Parsed], close: int, members: list[tuple[int, int]], col: int
+    start: int, code: str, before: tuple[str, _Parsed], close: int, members: tuple[tuple[int, int], ...], col: int
 ) -> tuple[tuple[int, int], ast.stmt, int, int] | None:
     """For `_repair_display`: when `code` differs from the last version that parsed (`before`)
     only in one element's lines of the same split, and every element's lines there held whole
@@ -1312,11 +1291,8 @@ def _reparse_method(start: int, old_code: str, old: _Parsed, code: str) -> _Pars
     stmt = getattr(holder, field)[index]
     top, bottom = _first_line(stmt) - start, (stmt.end_lineno or stmt.lineno) - 1 - start  # 0-based lines in the chunk
     padded = "\n" * (start + top - 1) + "class _:\n" + "\n".join(lines[top : bottom + 1]) + "\n"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            wrapper = ast.parse(padded).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    wrapper = _body_of(padded)
+    if wrapper is None:
         return False
     body = wrapper[0].body if len(wrapper) == 1 and isinstance(wrapper[0], ast.ClassDef) else []
     if len(body) != 1 or type(body[0]) is not type(stmt) or body[0].end_lineno != stmt.end_lineno:
