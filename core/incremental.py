@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from torch_preflight.core.dataflow import piece_nodes
-from torch_preflight.core.names import BLOCK_FIELDS, ONCE_BLOCKS, PIECEWISE, ImportMap
+from torch_preflight.core.names import BLOCK_FIELDS, ONCE_BLOCKS, PIECEWISE, ImportMap, child_nodes
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
 from torch_preflight.core.source import SourceText, Span
@@ -65,6 +65,7 @@ class _Piece:
     classes: dict[str, ClassInfo]
     loops: dict[int, Loop]
     methods: dict[MethodKey, _Method] = field(default_factory=dict)  # its classes' methods, for the next rebuild
+    elements: dict[int, _Element] = field(default_factory=dict)  # its long displays' elements, for the next rebuild
 
 
 def _functions_in(nodes: list[ast.stmt]) -> frozenset[int]:
@@ -141,6 +142,7 @@ class IncrementalBuilder:
         self.repaired: frozenset[int] = frozenset()  # last build: lines whose statement the repair dropped
         self._pieces: dict[tuple[int, str, tuple[tuple[str, str], ...], int], _Piece] = {}
         self._methods: dict[MethodKey, _Method] = {}  # the methods of the last build's classes, see _PieceBuilder
+        self._elements: dict[int, _Element] = {}  # the elements of the last build's long displays, see _PieceBuilder
         self.reused = 0
         self.rebuilt = 0
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
@@ -216,7 +218,7 @@ class IncrementalBuilder:
             piece_key = (start, code, imports_key, len(loops))
             piece = self._pieces.get(piece_key) or self._good_pieces.get(piece_key)
             if piece is None:
-                piece = _build_piece(p.body, source, imports, len(loops), self._methods, p.unsure)
+                piece = _build_piece(p.body, source, imports, len(loops), self._methods, p.unsure, self._elements)
                 self.rebuilt += 1
             else:
                 self.reused += 1
@@ -231,6 +233,7 @@ class IncrementalBuilder:
             self._good_pieces = new_pieces
             self._good_build = (text, [(chunk, code, p) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)])
         self._methods = {k: m for piece in ordered_pieces for k, m in piece.methods.items()}
+        self._elements = {k: e for piece in ordered_pieces for k, e in piece.elements.items()}
         self.units = [(chunk, code, p.body) for chunk, (_, code, p) in zip(chunks, parsed, strict=True)]
         self._last = (source, imports, ordered_pieces, path)
         classifier = _Builder(source, imports)
@@ -276,10 +279,11 @@ class IncrementalBuilder:
             return None  # the edited method does not parse alone: the class most likely not either (parsing it would tell)
         # lines that mention no `import`, before and after: the statement's import nodes are the same (see `_reparse_method`)
         same_imports = not old_parsed.errors and not any("import" in line for line in (*old[first : len(old) - tail], *new[first : len(new) - tail]))
-        if not method and _unbalanced_display_edit(a, old_code, old_parsed, code):
+        display = None if method else _reparse_display(a, old_code, old_parsed, code)
+        if display is False:
             entry = None  # found without parsing the whole statement (a table of 500 kB)
         else:
-            entry = method or _parse_alone(a, code, old_parsed.imports if same_imports else None)
+            entry = method or display or _parse_alone(a, code, old_parsed.imports if same_imports else None)
         if entry is None:
             self._unparsed = (a, code)  # `build` need not parse it again to find out
             return None
@@ -1175,30 +1179,55 @@ def _repair_display(start: int, code: str, before: tuple[str, _Parsed] | None = 
     return _Parsed([node], _import_nodes([node], code), tuple(repair.errors[:1]), repair.repaired, _functions_in([node]), restored)  # type: ignore[list-item]
 
 
-def _unbalanced_display_edit(start: int, old_code: str, old: _Parsed, code: str) -> bool:
-    """Whether the edit from a display statement that parsed (`_known_display`: its elements' lines
-    each held whole elements) stays inside one element's lines and leaves them with brackets
-    that do not balance (a `(` typed at a line's end): the other lines are the same balanced
-    elements, so the statement's brackets do not balance and it cannot parse. Told from those
-    lines' tokens (Python's tokenizer); False when they do not tokenize alone (a string left open)."""
+def _reparse_display(start: int, old_code: str, old: _Parsed, code: str) -> _Parsed | Literal[False] | None:
+    """The parse of a display statement (a generated table) whose edit stays inside one
+    element's lines, from its last version that parsed (`_known_display`: each element's lines
+    held whole elements there), as `_reparse_method` does for a method: only those lines are
+    parsed, between the statement's first and closing lines, and their elements take the place
+    of the old ones in the last version's nodes. The other lines are the same whole elements,
+    each ending with a comma, and the edited lines start where an element may start (inside the
+    brackets, at a line's start) and tokenize alone: when they parse and end with a comma (or
+    are the last), the statement parses into exactly that, and when they do not, it does not
+    either. False when it cannot parse: so, or their brackets do not balance (a `(` typed at a
+    line's end: the statement's do not either). None otherwise (the caller parses the whole
+    statement: the lines lost their trailing comma, or a string stays open)."""
     split = _display_members(code)
     if split is None:
-        return False
+        return None
     close, members = split
-    known = _known_display(start, code, (old_code, old), close, members, len(code.split("\n", 1)[0].rstrip()) - 1)
+    lines = code.split("\n")
+    col = len(lines[0].rstrip()) - 1
+    known = _known_display(start, code, (old_code, old), close, members, col)
     if known is None:
-        return False
-    a, b = known[0]
-    depth = 0
+        return None
+    (a, b), stmt, index, removed = known
+    text = "\n".join(lines[a:b])
+    depth, last = 0, ""
     try:
-        for token in tokenize.generate_tokens(io.StringIO("\n".join(code.split("\n")[a:b]) + "\n").readline):
+        for token in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
             if token.type == tokenize.OP:
                 depth += (token.string in "([{") - (token.string in ")]}")
+            if token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+                last = token.string
     except tokenize.TokenError as error:  # at the end: a bracket left open (then depth > 0), or a string
-        return "statement" in str(error.args[0]) and depth > 0
+        return False if "statement" in str(error.args[0]) and depth > 0 else None
     except (SyntaxError, IndentationError):
+        return None
+    if depth:
         return False
-    return depth != 0
+    if last != "," and (a, b) != members[-1]:
+        return None
+    body = _body_of("\n" * start + lines[0] + "\n" * a + text + "\n" + lines[close] + "\n")
+    if body is None:
+        return False  # its elements are no elements of that display, between the commas around them
+    if len(body) != 1:
+        return None
+    found = _display_node(body[0], start, col, start + a)
+    there = _display_node(stmt, start, col, start + close)
+    if found is None or there is None or type(found[1]) is not type(there[1]):
+        return None
+    node = _with_elements(there[0], there[1], index, removed, found[1])
+    return _Parsed([node], _import_nodes([node], code))  # type: ignore[list-item]
 
 
 def _known_display(
@@ -1398,6 +1427,63 @@ class _PieceBuilder(_Builder):
         super().__init__(source, imports)
         self.methods, self.kept, self.unsure = methods, kept, unsure
         self.imports_key = tuple(sorted(imports.aliases.items()))
+        self.elements: dict[int, _Element] = {}  # the last build's, by node id: read
+        self.kept_elements: dict[int, _Element] = {}  # this build's: filled
+
+    def _long(self, node: ast.AST) -> list[_Element] | None:
+        """The elements of a long display (`_LONG`), each read once while its node stays (an edit
+        inside one element of a generated table gives the others as the last version's nodes,
+        `_reparse_display`); None for any other node."""
+        if not isinstance(node, _DISPLAYS):
+            return None
+        children = child_nodes(node)
+        if len(children) < _LONG:
+            return None
+        found: list[_Element] = []
+        for child in children:
+            element = self.elements.get(id(child))
+            if element is None or element.node is not child:
+                element = self.kept_elements.get(id(child)) or _read_element(child)
+            self.kept_elements[id(child)] = element
+            found.append(element)
+        return found
+
+    def expr(self, node: ast.AST) -> None:
+        elements = self._long(node)
+        if elements is None:
+            super().expr(node)
+            return
+        for element in elements:  # a display emits nothing of its own
+            if not element.quiet:
+                self.expr(element.node)
+
+    def walked(self, node: ast.AST) -> tuple[list[str], list[str], list[str]]:
+        """`_Builder.walked` with the names of a long display's elements taken from what was
+        read of them, depth by depth: the nodes `ast.walk` reaches at one depth below a display
+        are its elements' nodes at that depth, element after element."""
+        names: list[str] = []
+        methods: list[str] = []
+        calls: list[str] = []
+        queue: list[Any] = [node]  # nodes, and (elements, depth) for a long display's elements' nodes at that depth
+        i = 0
+        while i < len(queue):
+            sub = queue[i]
+            i += 1
+            if type(sub) is tuple:
+                elements, depth = sub
+                for element in elements:
+                    if depth < len(element.levels):
+                        names.extend(element.levels[depth])
+                if any(depth + 1 < len(element.levels) for element in elements):
+                    queue.append((elements, depth + 1))
+                continue
+            self.used([sub], names, methods, calls)
+            elements = self._long(sub)
+            if elements is not None and all(element.levels is not None for element in elements):
+                queue.append((elements, 0))
+            else:
+                queue.extend(child_nodes(sub))
+        return names, methods, calls
 
     def _statement(self) -> Span | None:
         stmt: Span | None = self.stmt
@@ -1435,10 +1521,41 @@ class _PieceBuilder(_Builder):
         self.kept[key] = method
 
 
+_LONG = 64  # a display of this many elements or more is read element by element (`_PieceBuilder`)
+
+
+@dataclass(frozen=True)
+class _Element:
+    """What the model reads of one element of a long display, kept by its node while it stays."""
+
+    node: ast.AST
+    quiet: bool  # no call and no lambda in it: `_Builder.expr` emits nothing for it
+    levels: tuple[tuple[str, ...], ...] | None  # the names its nodes read, depth by depth (the element at 0); None: it calls
+
+
+def _read_element(node: ast.AST) -> _Element:
+    levels: list[tuple[str, ...]] = []
+    calls = lambdas = False
+    frontier = [node]
+    while frontier:
+        levels.append(tuple(n.id for n in frontier if type(n) is ast.Name))  # type: ignore[attr-defined]
+        calls = calls or any(type(n) is ast.Call for n in frontier)
+        lambdas = lambdas or any(type(n) is ast.Lambda for n in frontier)
+        frontier = [child for n in frontier for child in child_nodes(n)]
+    return _Element(node, not (calls or lambdas), None if calls else tuple(levels))
+
+
 def _build_piece(
-    body: list[ast.stmt], source: SourceText, imports: ImportMap, loop_base: int, methods: dict[MethodKey, _Method], unsure: frozenset[int]
+    body: list[ast.stmt],
+    source: SourceText,
+    imports: ImportMap,
+    loop_base: int,
+    methods: dict[MethodKey, _Method],
+    unsure: frozenset[int],
+    elements: dict[int, _Element] | None = None,
 ) -> _Piece:
     builder = _PieceBuilder(source, imports, methods, {}, unsure)
+    builder.elements = elements or {}
     module = Function("", "<module>", Span.of(0, 0, 0, 0), Span.of(0, 0, 0, 0), (), {}, (), None, None, "", 0)
     builder.functions[""] = module
     builder.fn = module
@@ -1447,7 +1564,7 @@ def _build_piece(
     builder.body(body)
     loops = {k: v for k, v in builder.loops.items() if k >= loop_base}
     functions = {k: v for k, v in builder.functions.items() if k}
-    return _Piece(module.events, functions, builder.classes, loops, builder.kept)
+    return _Piece(module.events, functions, builder.classes, loops, builder.kept, builder.kept_elements)
 
 
 __all__ = ["Chunk", "IncrementalBuilder", "chunk_lines", "parse_statements", "parso_grammar", "statement_starts"]

@@ -729,11 +729,9 @@ class _Builder:
         return self.source.slice(self.span(node))
 
     # values
-    def value(self, node: ast.AST) -> Value:
-        names: list[str] = []
-        methods: list[str] = []
-        calls: list[str] = []
-        for sub in breadth_first(node):  # ast.walk's order: the tuples below keep it
+    def used(self, nodes: list[ast.AST], names: list[str], methods: list[str], calls: list[str]) -> None:
+        """The names read and the functions and methods called in `nodes`, appended in order."""
+        for sub in nodes:
             kind = type(sub)
             if kind is ast.Name:
                 names.append(sub.id)  # type: ignore[attr-defined]
@@ -743,6 +741,17 @@ class _Builder:
                     calls.append(function)
                 if called_method:
                     methods.append(called_method)
+
+    def walked(self, node: ast.AST) -> tuple[list[str], list[str], list[str]]:
+        """`used` of the nodes under `node` in `ast.walk`'s order: the names, methods and calls of its value."""
+        names: list[str] = []
+        methods: list[str] = []
+        calls: list[str] = []
+        self.used(breadth_first(node), names, methods, calls)
+        return names, methods, calls
+
+    def value(self, node: ast.AST) -> Value:
+        names, methods, calls = self.walked(node)  # ast.walk's order: the tuples below keep it
         callee = receiver = method = None
         inner = node
         if isinstance(node, ast.Call):

@@ -1464,7 +1464,7 @@ def test_a_keystroke_in_a_long_display_matches_full_analysis_and_repairs_its_ele
     element's lines repaired alone, `_repair_display`, in both), and while the language server
     repairs it, no text of the size of the statement is parsed: the element's own lines are
     parsed, and a bracket left open there is known to break the statement from those lines'
-    tokens (`_unbalanced_display_edit`)."""
+    tokens (`_reparse_display`)."""
     doc = Document("file:///tmp/table/args.py", _TABLE, 0)
     config = Config()
     doc.analysis(config)
@@ -1518,3 +1518,66 @@ def test_a_key_typed_into_the_first_token_of_a_decorated_definition_is_left_to_p
     known = builder.starts_after_broken_edit(SourceText(broken))
     if known is not None:
         assert chunk_lines(SourceText(broken), known) == chunk_lines(SourceText(broken), parse_statements_starts(broken))
+
+
+_QUIET_TABLE = _TABLE.replace("helper(", "(helper, ")  # no call: the model reads its elements' names once (`_PieceBuilder.walked`)
+
+
+@pytest.mark.parametrize("table", [_TABLE, _QUIET_TABLE], ids=["calls", "no calls"])
+@pytest.mark.parametrize(("old", "new"), [("'n': 300}", "'n': 3001}"), ("301)]", "301), {'n': 7}]"), (", helper(302)]", "]"), ("'n': 303}", "'n': 303, 7}")])
+def test_a_keystroke_in_a_long_display_parses_its_element_alone(monkeypatch: pytest.MonkeyPatch, table: str, old: str, new: str) -> None:
+    """A digit typed into one element of a 600-line dict display, an element added to its list,
+    one taken away, an element that breaks the dict (`, 7`): only that element's lines are
+    parsed (`_reparse_display`; the broken one's repair is its own, `_repair_display`), and the
+    tree, the model and the findings equal a fresh parse's, build's and `analyze()`'s."""
+    doc = Document("file:///tmp/table/args.py", table, 0)
+    config = Config()
+    doc.analysis(config)
+    old = old if old in table else old.replace("helper(", "(helper, ")
+    offset = table.index(old)
+    line = table.count("\n", 0, offset)
+    col = offset - (table.rfind("\n", 0, offset) + 1)
+    sizes: list[int] = []
+    real = ast.parse
+    monkeypatch.setattr(incremental.ast, "parse", lambda code, *a, **k: sizes.append(len(code.strip("\n"))) or real(code, *a, **k))
+    rng = types.Range(start=types.Position(line, col), end=types.Position(line, col + len(old)))
+    doc.update([types.TextDocumentContentChangePartial(range=rng, text=new)], 1, convert.UTF16)
+    got = doc.analysis(config)
+    assert sizes and max(sizes) < 1_000
+    monkeypatch.setattr(incremental.ast, "parse", real)
+    full = analyze(doc.text, doc.path, config)
+    assert diagnostics(got) == diagnostics(full) and got.syntax_errors == full.syntax_errors
+    assert bool(got.syntax_errors) == new.endswith(", 7}")
+    if not got.syntax_errors:
+        assert got.model is not None and ast.dump(got.model.tree, include_attributes=True) == ast.dump(ast.parse(doc.text), include_attributes=True)
+        fresh = build(ast.parse(doc.text), SourceText(doc.text), doc.path)
+        assert got.model.functions == fresh.functions
+    doc.close()
+
+
+_SHAPES = [
+    "T = {\n" + "".join(f"    'k{i}': [{i}, f({i})],  # c\n" for i in range(30)) + "}\n",
+    "M = OrderedDict([\n" + "".join(f"    (\"a{i}\", (\"b{i}\", X, Y)),\n" for i in range(30)) + "    (\"z\", 1)\n])\n",
+    "S = {\n" + "".join(f"    {i} + g(\n        {i}),\n" for i in range(30)) + "}\n",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, len(_SHAPES) - 1), st.floats(0, 1), st.floats(0, 1), st.sampled_from(["(", ")", ",", ":", "+", "'", '"""', "#", "\\", "1", " ", "lambda", "**", "}", "]", "x for x in y", ", 7", "\n", "'a': "]))
+def test_a_display_element_parsed_alone_is_what_the_whole_statement_parses_into(shape: int, at: float, col: float, key: str) -> None:
+    """`_reparse_display` answers only as `ast.parse` of the whole statement does: the same tree
+    when it gives one, a statement that does not parse when it says False."""
+    code = _SHAPES[shape]
+    start = 3
+    old = incremental._parse_alone(start, code)
+    assert old is not None
+    lines = code.split("\n")
+    row = 1 + int(at * (len(lines) - 3))
+    offset = sum(len(s) + 1 for s in lines[:row]) + int(col * len(lines[row]))
+    new = code[:offset] + key + code[offset:]
+    got = incremental._reparse_display(start, code, old, new)
+    whole = incremental._body_of("\n" * start + new)
+    if got is False:
+        assert whole is None, new
+    elif got is not None:
+        assert whole is not None and [ast.dump(n, include_attributes=True) for n in got.body] == [ast.dump(n, include_attributes=True) for n in whole]
