@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from torch_preflight.core.names import blocks, breadth_first, child_nodes, dotted, piecewise, tail
+from torch_preflight.core.names import blocks, breadth_first, child_nodes, dotted, long_display, piecewise, tail
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Span
 
@@ -213,6 +213,8 @@ class DataFlow:
         self._part_of: dict[int, _Part] = {}  # id of a piece's scope (its module-level one too) -> the piece
         self._sides_arise: bool | None = None  # `sides_arise`, computed on first use
         self._split_points: list[tuple[ast.expr, str, ast.AST]] | None = None  # `split_points`, found on first use
+        # what `_walk_element` read of each element of a long display, by node (set by core/incremental.py, like the parts)
+        self._elements: dict[int, tuple[ast.AST, tuple[int, ...] | None]] | None = model.__dict__.get("_tpf_dataflow_elements")
         if model.tree is not None:
             parts = model.__dict__.get("_tpf_dataflow_parts")  # set by core/incremental.py
             if parts is None:
@@ -256,7 +258,7 @@ class DataFlow:
         for stmt in tree.body:
             entry = parts.get(id(stmt))
             if entry is None or entry[0] is not stmt:
-                entry = (stmt, self._split_part(stmt, parts) if piecewise(stmt) else self._part(stmt))
+                entry = (stmt, self._split_part(stmt, parts) if piecewise(stmt) else self._part(stmt, elements=self._elements))
                 parts[id(stmt)] = entry
             part = entry[1]
             self._resolve_part(part, imports)
@@ -281,11 +283,10 @@ class DataFlow:
         part.resolved_for, part.memo = imports, {}
 
     @staticmethod
-    def _part(stmt: ast.stmt, owner: str | None = None) -> _Part:
+    def _part(stmt: ast.stmt, owner: str | None = None, elements: dict[int, tuple[ast.AST, tuple[int, ...] | None]] | None = None) -> _Part:
         """The piece of a top-level statement, or (`owner`) of one statement of that class's body,
-        indexed as `_walk` indexes the class's body."""
-        scratch = DataFlow.__new__(DataFlow)
-        scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = {}, {}, {}, {}, []
+        indexed as `_walk` indexes the class's body; `elements` as `_walk_elements` reads it."""
+        scratch = DataFlow._scratch(elements)
         module = Scope("", stmt, None, None)
         if owner is not None and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             scratch._index(stmt, f"{owner}.{stmt.name}", None, owner)
@@ -313,7 +314,7 @@ class DataFlow:
             head.classes[node.name] = node
             owner = node.name
         else:  # what `_walk` indexes of the statement itself, and of its children that are no block statements
-            scratch = DataFlow.__new__(DataFlow)
+            scratch = DataFlow._scratch(None)
             scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = head.scopes, head.scope_of_node, head.for_nodes, head.classes, head.fits
             scratch._walk(node, head.module, whole=False)
         part.members.append(head)
@@ -330,6 +331,34 @@ class DataFlow:
             part.members.append(piece)
             part.pieces[id(child)] = piece
             _absorb(part, part.module, piece)
+
+    @staticmethod
+    def _scratch(elements: dict[int, tuple[ast.AST, tuple[int, ...] | None]] | None) -> DataFlow:
+        """An empty index for `_walk` to fill (a piece's)."""
+        scratch = DataFlow.__new__(DataFlow)
+        scratch.scopes, scratch.scope_of_node, scratch.for_nodes, scratch.classes, scratch.fits = {}, {}, {}, {}, []
+        scratch._elements = elements
+        return scratch
+
+    def _walk_element(self, node: ast.AST, scope: Scope) -> bool:
+        """`_walk` of one element of a long display (`names.long_display`) at module level when all it adds is
+        the scope of its nodes (no call, binding, lambda's or comprehension's scope ...): those
+        nodes are kept by the element's node while it stays (`_elements`, carried from version to
+        version by core/incremental.py: an edit inside one element of a generated table gives the
+        others as the last version's nodes). False when it adds more: the caller walks it."""
+        elements = self._elements
+        assert elements is not None
+        entry = elements.get(id(node))
+        if entry is None or entry[0] is not node:
+            scratch = DataFlow._scratch(None)
+            alone = Scope(scope.qualname, scope.node, scope.parent, scope.owner)
+            scratch._walk(node, alone)
+            plain = not (alone.defs or alone.returns or alone.calls or scratch.scopes or scratch.for_nodes or scratch.classes or scratch.fits)
+            entry = elements[id(node)] = (node, tuple(scratch.scope_of_node) if plain else None)
+        if entry[1] is None:
+            return False
+        self.scope_of_node.update(dict.fromkeys(entry[1], scope.qualname))
+        return True
 
     def _child_name(self, scope: Scope, name: str, owner: str | None) -> str:
         prefix = owner or scope.qualname
@@ -385,6 +414,7 @@ class DataFlow:
         if not whole:
             inside = {id(c) for c in blocks(node)}
             children = [c for c in children if id(c) not in inside]
+        by_element = self._elements is not None and not scope.qualname and long_display(node, children)  # what core/incremental.py splices
         for child in children:
             kind = type(child)
             if kind in _LEAVES:  # what `_walk` would do for it, without the call
@@ -392,7 +422,7 @@ class DataFlow:
             elif kind is ast.Name:
                 scope_of_node[id(child)] = scope.qualname
                 scope_of_node[id(child.ctx)] = scope.qualname  # type: ignore[attr-defined]
-            else:
+            elif not (by_element and self._walk_element(child, scope)):
                 self._walk(child, scope)
 
     def _bind(self, scope: Scope, target: ast.AST, value: ast.expr, stmt: ast.AST, kind: str = "assign", at: _Pos | None = None) -> None:

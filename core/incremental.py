@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from torch_preflight.core.dataflow import piece_nodes
-from torch_preflight.core.names import BLOCK_FIELDS, ONCE_BLOCKS, PIECEWISE, ImportMap, child_nodes
+from torch_preflight.core.names import BLOCK_FIELDS, DISPLAYS, ONCE_BLOCKS, PIECEWISE, ImportMap, child_nodes, long_display
 from torch_preflight.core.parse import ParseResult, SyntaxProblem, parse
 from torch_preflight.core.semantic import ClassInfo, Function, Loop, ModuleModel, _Builder
 from torch_preflight.core.source import SourceText, Span
@@ -148,6 +148,7 @@ class IncrementalBuilder:
         self.units: list[tuple[Chunk, str, list[ast.stmt]]] = []  # last build: (chunk, its text, its statements)
         self._last: tuple[SourceText, ImportMap, list[_Piece], str] | None = None
         self._flow_parts: dict[int, tuple[ast.stmt, object]] = {}  # DataFlow index per top-level statement node
+        self._flow_elements: dict[int, tuple[ast.AST, object]] = {}  # DataFlow index per element of a long display
         # The last build in which every statement parsed: its text, its units and their parses
         # (see `starts_after_edit`), and its pieces, for a statement typed back to that text.
         self._good_build: tuple[str, list[tuple[Chunk, str, _Parsed]]] | None = None
@@ -245,7 +246,13 @@ class IncrementalBuilder:
         last_good = [stmt for _, _, p in self._good_build[1] for stmt in p.body] if self._good_build is not None else []
         live = {id(node) for stmt in (*tree.body, *last_good) for node in piece_nodes(stmt)}
         self._flow_parts = {k: v for k, v in self._flow_parts.items() if k in live}
+        self._flow_elements = {k: v for k, v in self._flow_elements.items() if self.holds_element(k)}
         return self._with_flow_parts(ModuleModel(source, path, imports, functions, classes, loops, tree))
+
+    def holds_element(self, key: int) -> bool:
+        """Whether the node of that id is an element of a long display of the last build (whose
+        readers keep what they read of it while it stays)."""
+        return key in self._elements
 
     def starts_after_edit(self, source: SourceText) -> list[int] | None:
         """The first lines of the top-level statements of `source`, without parso, when its text
@@ -372,6 +379,7 @@ class IncrementalBuilder:
     def _with_flow_parts(self, model: ModuleModel) -> ModuleModel:
         """Let `DataFlow.of(model)` reuse the index of unchanged statements (core/dataflow.py)."""
         model.__dict__["_tpf_dataflow_parts"] = self._flow_parts
+        model.__dict__["_tpf_dataflow_elements"] = self._flow_elements
         return model
 
     def owned(self, indices: set[int]) -> tuple[set[str], set[int]]:
@@ -1041,9 +1049,6 @@ def _repair_member(start: int, code: str, known: Known | None = None) -> _Parsed
     return _Parsed([cls], [(d, n.lineno * 100_000 + n.col_offset, n) for d, n in imports], tuple(broken.errors[:1]), broken.repaired | dropped, unsure, restored)
 
 
-_DISPLAYS = (ast.Dict, ast.List, ast.Tuple, ast.Set)
-
-
 @functools.lru_cache(maxsize=4)  # a keystroke asks it of the same texts in `starts_after_edit` and `build`
 def _display_members(code: str) -> tuple[int, tuple[tuple[int, int], ...]] | None:
     """A top-level statement that is one long bracketed display by lines, from its text alone
@@ -1077,7 +1082,7 @@ def _display_node(tree: ast.stmt, start: int, col: int, close: int) -> tuple[lis
     the way down to it; None when there is none."""
     path: list[tuple[ast.AST, str, int | None]] = []  # (node, field, index in that field when it is a list)
     node: ast.AST = tree
-    while not (isinstance(node, _DISPLAYS) and node.lineno - 1 == start and node.col_offset == col):  # type: ignore[attr-defined]
+    while not (isinstance(node, DISPLAYS) and node.lineno - 1 == start and node.col_offset == col):  # type: ignore[attr-defined]
         step = next(
             (
                 (name, index, child)
@@ -1431,13 +1436,13 @@ class _PieceBuilder(_Builder):
         self.kept_elements: dict[int, _Element] = {}  # this build's: filled
 
     def _long(self, node: ast.AST) -> list[_Element] | None:
-        """The elements of a long display (`_LONG`), each read once while its node stays (an edit
-        inside one element of a generated table gives the others as the last version's nodes,
-        `_reparse_display`); None for any other node."""
-        if not isinstance(node, _DISPLAYS):
+        """The elements of a long display (`names.long_display`), each read once while its node
+        stays (an edit inside one element of a generated table gives the others as the last
+        version's nodes, `_reparse_display`: at module level only); None for any other node."""
+        if type(node) not in DISPLAYS or self.fn is None or self.fn.qualname:
             return None
         children = child_nodes(node)
-        if len(children) < _LONG:
+        if not long_display(node, children):
             return None
         found: list[_Element] = []
         for child in children:
@@ -1460,7 +1465,10 @@ class _PieceBuilder(_Builder):
     def walked(self, node: ast.AST) -> tuple[list[str], list[str], list[str]]:
         """`_Builder.walked` with the names of a long display's elements taken from what was
         read of them, depth by depth: the nodes `ast.walk` reaches at one depth below a display
-        are its elements' nodes at that depth, element after element."""
+        are its elements' nodes at that depth, element after element. Only for a value of many
+        lines (the plain walk is quicker for the others, and gives the same)."""
+        if (getattr(node, "end_lineno", None) or 0) - getattr(node, "lineno", 0) < 64:
+            return super().walked(node)
         names: list[str] = []
         methods: list[str] = []
         calls: list[str] = []
@@ -1519,9 +1527,6 @@ class _PieceBuilder(_Builder):
             self.loops.update(method.loops)
             self.stmt = method.stmt
         self.kept[key] = method
-
-
-_LONG = 64  # a display of this many elements or more is read element by element (`_PieceBuilder`)
 
 
 @dataclass(frozen=True)

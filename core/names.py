@@ -210,6 +210,14 @@ def _children_by_value(node: ast.AST, into: list[ast.AST]) -> None:
 BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody")
 ONCE_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.ExceptHandler)
 PIECEWISE = (ast.ClassDef, *ONCE_BLOCKS)  # a class is split likewise, one piece per body statement
+DISPLAYS = (ast.Dict, ast.List, ast.Tuple, ast.Set)
+
+
+def long_display(node: ast.AST, children: list[ast.AST]) -> bool:
+    """A display of 64 elements or more (`children`: its child nodes), such as a generated table:
+    the model and the data-flow index read its elements one by one and keep what they read of
+    each while its node stays (core/incremental.py splices an edited element into the last parse)."""
+    return type(node) in DISPLAYS and len(children) >= 64
 
 
 def piecewise(node: ast.AST) -> bool:

@@ -46,7 +46,7 @@ from torch_preflight.core.members import (
     uses_of,
 )
 from torch_preflight.core.memory import ShapeMismatch
-from torch_preflight.core.names import blocks, piecewise
+from torch_preflight.core.names import DISPLAYS, blocks, child_nodes, long_display, piecewise
 from torch_preflight.core.noqa import scan
 from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.semantic import ModuleModel
@@ -89,9 +89,10 @@ def _params(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozen
 
 
 _Names = tuple[frozenset[str], frozenset[str], bool]  # (binds, reads, plain) of some nodes
+_Elements = dict[int, tuple[ast.AST, tuple[bool, frozenset[str]], _Names]]  # `_names` of long displays' elements, by node
 
 
-def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Names]] | None = None) -> _Unit:
+def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Names]] | None = None, elements: _Elements | None = None) -> _Unit:
     """What a top-level statement binds at module level and which names it reads. A read of
     a parameter of the function it occurs in is not a read of a module-level name (both the
     semantic model and the data flow stop at parameters); every other read counts, even of a
@@ -99,7 +100,8 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
     `members`: the names of the statements of a class's body or of a top-level block's
     (`core.names.PIECEWISE`) by node (id -> (node, names)), read and filled: an edit inside one
     method or function gives the other statements as the very nodes of the previous version
-    (core/incremental.py), so only the edited one is walked."""
+    (core/incremental.py), so only the edited one is walked; `elements`: likewise the names of
+    the elements of long displays (`_names`)."""
     binds: set[str] = set()
     reads: set[str] = set()
     plain = True
@@ -112,7 +114,7 @@ def _unit(text: str, body: list[ast.stmt], members: dict[int, tuple[ast.AST, _Na
         binds |= b
         reads |= r
         plain = plain and p
-    b, r, p = _names(roots, True)
+    b, r, p = _names(roots, True, elements=elements)
     binds |= b
     reads |= r
     is_import = bool(body) and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)  # a statement the repair dropped is none
@@ -165,14 +167,17 @@ def _grad_switch(body: list[ast.stmt]) -> bool:
     return False
 
 
-def _names(roots: list[ast.AST], top: bool) -> _Names:
+def _names(roots: list[ast.AST], top: bool, params: frozenset[str] = frozenset(), elements: _Elements | None = None) -> _Names:
     """(binds, reads, plain) of `roots` (see `_unit`), at module level when `top`; a class
-    body's statement is not (`top` False), like the statements nested in it."""
+    body's statement is not (`top` False), like the statements nested in it; `params`: of the
+    function they are in. `elements`: the names of each element of a long display
+    (`names.long_display`) by node, read and filled: an edit inside one element of a generated
+    table gives the others as the last version's nodes (core/incremental.py)."""
     binds: set[str] = set()
     reads: set[str] = set()
     plain = True
     none: frozenset[str] = frozenset()
-    stack: list[tuple[ast.AST, bool, frozenset[str]]] = [(node, top, none) for node in roots]  # (node, module level, params)
+    stack: list[tuple[ast.AST, bool, frozenset[str]]] = [(node, top, params) for node in roots]  # (node, module level, params)
     while stack:
         node, top, params = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -206,6 +211,17 @@ def _names(roots: list[ast.AST], top: bool) -> _Names:
                 binds.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.Global):
             binds.update(node.names)
+        elif elements is not None and top and type(node) in DISPLAYS:  # at module level: what core/incremental.py splices
+            children = child_nodes(node)
+            if long_display(node, children):
+                for child in children:
+                    entry = elements.get(id(child))
+                    if entry is None or entry[0] is not child or entry[1] != (top, params):
+                        entry = elements[id(child)] = (child, (top, params), _names([child], top, params))
+                    binds |= entry[2][0]
+                    reads |= entry[2][1]
+                    plain = plain and entry[2][2]
+                continue
         for child in ast.iter_child_nodes(node):
             stack.append((child, top, params))
     return frozenset(binds), frozenset(reads), plain
@@ -234,6 +250,7 @@ class ScopedChecker:
         self._training: TrainingModel | None = None  # the whole-module rules' training model of the last run
         self.shapes_computed = 0  # times the shape facts were computed (for tests)
         self._members: dict[int, tuple[ast.AST, _Names]] = {}  # see `_unit`: the last version's class-body statements
+        self._elements: _Elements = {}  # see `_unit`: the elements of the last version's long displays
         self._member_names: dict[str, dict[str, Names]] = {}  # by top-level class name: see `core.members.settled_members`
         self._local_training: TrainingModel | None = None  # the local rules' training model of the last run, over a submodel
         self._uses: dict[str, Uses] = {}  # `members.uses_of` of the function statements of the last two versions, by text
@@ -266,9 +283,10 @@ class ScopedChecker:
         units: list[_Unit] = []
         current: set[int] = set()  # the ids of the nodes the builder keeps pieces of (a class's methods ...)
         for (_, code, body), old in zip(builder.units, _reuse(last, builder), strict=True):
-            units.append(old if old is not None and old.text == code else _unit(code, body, self._members))
+            units.append(old if old is not None and old.text == code else _unit(code, body, self._members, self._elements))
             current.update(id(c) for s in body for c in piece_nodes(s))
         self._members = {k: v for k, v in self._members.items() if k in current}
+        self._elements = {k: v for k, v in self._elements.items() if builder.holds_element(k)}
         starts = [chunk[0] for chunk, _, _ in builder.units]
         key = (config, tuple(sorted(model.imports.aliases.items())), tuple(r.code for r in local))
         lines = len(source.line_starts)

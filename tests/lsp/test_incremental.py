@@ -1552,6 +1552,8 @@ def test_a_keystroke_in_a_long_display_parses_its_element_alone(monkeypatch: pyt
         assert got.model is not None and ast.dump(got.model.tree, include_attributes=True) == ast.dump(ast.parse(doc.text), include_attributes=True)
         fresh = build(ast.parse(doc.text), SourceText(doc.text), doc.path)
         assert got.model.functions == fresh.functions
+        assert _flow_shape(DataFlow.of(got.model)) == _flow_shape(DataFlow(build(got.model.tree, SourceText(doc.text), doc.path)))
+        assert len(got.model.__dict__["_tpf_dataflow_elements"]) >= 600  # each element read once, then kept
     doc.close()
 
 

@@ -564,7 +564,7 @@ def test_an_edit_in_a_function_under_if_walks_that_function_s_names_only(monkeyp
     source = "import torch\n\nif torch.cuda.is_available():\n" + "".join(f"    def f{i}(x):\n        return x * {i}\n\n" for i in range(30)) + "else:\n    f0 = None\n"
     walked: list[int] = []
     real = scoped._names
-    monkeypatch.setattr(scoped, "_names", lambda roots, top: walked.extend(getattr(r, "lineno", 0) for r in roots) or real(roots, top))
+    monkeypatch.setattr(scoped, "_names", lambda roots, top, *a, **k: walked.extend(getattr(r, "lineno", 0) for r in roots) or real(roots, top, *a, **k))
     doc = Document("file:///tmp/reuse/blocks.py", source, 0)
     doc.analysis(ALL)
     walked.clear()
