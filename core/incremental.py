@@ -1057,9 +1057,10 @@ def _display_members(code: str) -> tuple[int, tuple[tuple[int, int], ...]] | Non
     lines between are its elements, each starting at the indentation of the first (outside
     multi-line strings, and not with a closing bracket, a comma or a comment). The closing line's index
     and each element's lines ((first, end), 0-based in the chunk); None otherwise."""
+    head = code[: code.find("\n")]
+    if not head.rstrip().endswith(("{", "[", "(")) or head[:1].isspace():
+        return None  # asked of every statement a keystroke edits: told from its first line
     lines = code.split("\n")
-    if not lines[0].rstrip().endswith(("{", "[", "(")) or lines[0][:1].isspace():
-        return None
     close = next((i for i in range(len(lines) - 1, 0, -1) if lines[i].strip()), 0)
     if close < 2 or lines[close].strip().strip("})]") or any(line.strip() and not line.lstrip().startswith("#") for line in lines[close + 1 :]):
         return None
