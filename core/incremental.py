@@ -1077,6 +1077,15 @@ def _display_members(code: str) -> tuple[int, tuple[tuple[int, int], ...]] | Non
     return close, tuple(itertools.pairwise([*starts, close]))
 
 
+def _display(code: str) -> tuple[int, tuple[tuple[int, int], ...], list[str], int] | None:
+    """`_display_members` of a statement, with its lines and the column of its opening bracket."""
+    split = _display_members(code)
+    if split is None:
+        return None
+    lines = code.split("\n")
+    return split[0], split[1], lines, len(lines[0].rstrip()) - 1
+
+
 def _display_node(tree: ast.stmt, start: int, col: int, close: int) -> tuple[list[tuple[ast.AST, str, int | None]], ast.AST] | None:
     """The display node of a statement from `_display_members` (opening at column `col` of its
     first line `start`, closing on line `close`, 0-based absolute), with the nodes and fields on
@@ -1135,12 +1144,10 @@ def _repair_display(start: int, code: str, before: tuple[str, _Parsed] | None = 
     statement's last version that parsed; when the text differs from it only in that element's
     lines, its other elements parsed then (each element's lines held whole elements), so its
     nodes, less that element's, are that parse."""
-    split = _display_members(code)
+    split = _display(code)
     if split is None:
         return None
-    close, members = split
-    lines = code.split("\n")
-    col = len(lines[0].rstrip()) - 1
+    close, members, lines, col = split
     head, tail = lines[0], lines[close]
 
     def wrapped(a: int, b: int, padded: bool) -> str:  # padded: at its lines (whether it parses does not depend on them)
@@ -1197,12 +1204,10 @@ def _reparse_display(start: int, old_code: str, old: _Parsed, code: str) -> _Par
     either. False when it cannot parse: so, or their brackets do not balance (a `(` typed at a
     line's end: the statement's do not either). None otherwise (the caller parses the whole
     statement: the lines lost their trailing comma, or a string stays open)."""
-    split = _display_members(code)
+    split = _display(code)
     if split is None:
         return None
-    close, members = split
-    lines = code.split("\n")
-    col = len(lines[0].rstrip()) - 1
+    close, members, lines, col = split
     known = _known_display(start, code, (old_code, old), close, members, col)
     if known is None:
         return None

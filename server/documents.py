@@ -80,7 +80,9 @@ class Document:
     project: Project | None = None  # the server's: the user's other modules, open buffers over files on disk
     memory_dependencies: tuple[Dependency, ...] = ()  # the other files the last memory reports read
     converted: dict[int, Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
-    whole_s: float | None = None  # wall seconds the whole-module rules took in the last analysis that ran them
+    # wall seconds the whole-module rules may take: what they took in the last analysis that ran them, or half of the
+    # estimate before when that is more (one cheap analysis, a bracket the repair dropped, does not hide an expensive kind)
+    whole_s: float | None = None
     _whole_started: float | None = field(default=None, repr=False, compare=False)
     _started: float = field(default=0.0, repr=False, compare=False)  # when the running analysis began
     EARLY_AFTER_S: ClassVar[float] = 0.02  # see `_worth_publishing`
@@ -196,6 +198,10 @@ class Document:
         self.primed = True
         return statement_starts(module), None
 
+    def record_whole(self, took: float) -> None:
+        """Update `whole_s` with what the whole-module rules took this time."""
+        self.whole_s = took if self.whole_s is None else max(took, self.whole_s / 2)
+
     def _worth_publishing(self, source: SourceText, elapsed: float) -> bool:
         """Whether an interim publication is worth its traffic: when the complete result would
         come `EARLY_AFTER_S` or more after the analysis began (the `elapsed` seconds so far and
@@ -266,7 +272,7 @@ class Document:
         self._whole_started = None
         result = self.scoped.check(self.builder, model, config, self.path, self.project, interim, self._abandon_if(stale))
         if self._whole_started is not None:
-            self.whole_s = time.perf_counter() - self._whole_started
+            self.record_whole(time.perf_counter() - self._whole_started)
         result.syntax_errors = list(self.builder.errors)
         return result
 

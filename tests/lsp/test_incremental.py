@@ -1116,6 +1116,14 @@ def test_a_no_grad_removed_around_an_unresolved_method_call_rechecks_the_method(
     assert sum(d.code == "TPF007" for d in full.diagnostics) == 3  # the third is the method's loop
 
 
+def _built(text: str) -> IncrementalBuilder:
+    """A builder that has built `text` (which parses), as the first analysis of a document does."""
+    builder = IncrementalBuilder()
+    source = SourceText(text)
+    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    return builder
+
+
 def ast_starts(text: str) -> list[int] | None:
     try:
         tree = ast.parse(text.replace("\x00", " "))
@@ -1234,9 +1242,7 @@ def test_statements_of_a_broken_text_from_its_edited_part_are_parsos(index: int,
     parse of the broken text; keys typed anywhere in real files (fixtures, the core, the server),
     one after another, then deleted again."""
     text = REAL_TEXTS[index]
-    builder = IncrementalBuilder()
-    source = SourceText(text)
-    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    builder = _built(text)
     typed: list[int] = []
     lines = text.split("\n")
     line = int(keys[0][0] * (len(lines) - 1))
@@ -1304,9 +1310,7 @@ def test_a_broken_keystroke_in_a_table_before_a_def_or_at_the_end_takes_no_parso
     annotated_fn_args.py) that is the file's last statement, or is followed by a `def`: no parse
     at all finds the statements (parso's would read to the end of the text), and they are parso's."""
     text = "import torch\n\nTABLE = {\n" + "".join(f"    torch.f{i}: [{{'name': 'x{i}', 'type': 'Tensor'}}],\n" for i in range(2000)) + "}\n" + tail
-    builder = IncrementalBuilder()
-    source = SourceText(text)
-    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    builder = _built(text)
     calls: list[str] = []
     grammar = incremental.parso_grammar()
     real = grammar.parse
@@ -1342,9 +1346,7 @@ def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.Monk
     """A `(` typed at the end of a line: the statements come from parsing a few lines (not the
     file), and are parso's. The clauses of a block (`else:`, `except ...:`, `finally:`) are
     descended into like its body, under stand-in headers that put parso's parser there."""
-    builder = IncrementalBuilder()
-    source = SourceText(text)
-    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    builder = _built(text)
     sizes: list[int] = []
     grammar = incremental.parso_grammar()
     real = grammar.parse
@@ -1372,9 +1374,7 @@ def test_a_bracket_left_open_over_many_statements_parses_the_rest_once(monkeypat
     next `def`: parso parses the edited part once (no window grown statement by statement), the
     diff parser is not asked, and the statements are those of a full parse."""
     text = "import torch\n\n" + "".join(f"x{i} = CallFunction(aten.view, x{i - 1}, Ignored(), _users={i})\n" for i in range(300)) + tail
-    builder = IncrementalBuilder()
-    source = SourceText(text)
-    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    builder = _built(text)
     offset = text.index("\nx1 = ")
     broken = text[:offset] + "(" + text[offset:]
     expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
@@ -1512,9 +1512,7 @@ def test_a_key_typed_into_the_first_token_of_a_decorated_definition_is_left_to_p
     broken = text.replace("def model", "d(ef model")
     old, new = text.split("\n"), broken.split("\n")
     assert incremental._starts_after_unit(old, new, 4, 5, 3, 8, [8]) is None
-    builder = IncrementalBuilder()
-    source = SourceText(text)
-    builder.build(source, chunk_lines(source, ast_starts(text) or []), "t.py")
+    builder = _built(text)
     known = builder.starts_after_broken_edit(SourceText(broken))
     if known is not None:
         assert chunk_lines(SourceText(broken), known) == chunk_lines(SourceText(broken), parse_statements_starts(broken))
