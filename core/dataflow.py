@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from torch_preflight.core.names import blocks, breadth_first, child_nodes, dotted, long_display, piecewise, tail
+from torch_preflight.core.names import DISPLAYS, blocks, breadth_first, child_nodes, dotted, long_display, piecewise, tail
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Span
 
@@ -414,7 +414,7 @@ class DataFlow:
         if not whole:
             inside = {id(c) for c in blocks(node)}
             children = [c for c in children if id(c) not in inside]
-        by_element = self._elements is not None and not scope.qualname and long_display(node, children)  # what core/incremental.py splices
+        by_element = type(node) in DISPLAYS and self._elements is not None and not scope.qualname and long_display(node, children)  # what core/incremental.py splices
         for child in children:
             kind = type(child)
             if kind in _LEAVES:  # what `_walk` would do for it, without the call

@@ -1445,7 +1445,7 @@ class _PieceBuilder(_Builder):
         """The elements of a long display (`names.long_display`), each read once while its node
         stays (an edit inside one element of a generated table gives the others as the last
         version's nodes, `_reparse_display`: at module level only); None for any other node."""
-        if type(node) not in DISPLAYS or self.fn is None or self.fn.qualname:
+        if type(node) not in DISPLAYS or self.fn is None or self.fn.qualname:  # (`expr` asks of displays only)
             return None
         children = child_nodes(node)
         if not long_display(node, children):
@@ -1459,14 +1459,14 @@ class _PieceBuilder(_Builder):
             found.append(element)
         return found
 
-    def expr(self, node: ast.AST) -> None:
+    def display(self, node: ast.AST) -> bool:
         elements = self._long(node)
         if elements is None:
-            super().expr(node)
-            return
+            return False
         for element in elements:  # a display emits nothing of its own
             if not element.quiet:
                 self.expr(element.node)
+        return True
 
     def walked(self, node: ast.AST) -> tuple[list[str], list[str], list[str]]:
         """`_Builder.walked` with the names of a long display's elements taken from what was

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from functools import cached_property
 
-from torch_preflight.core.names import ImportMap, breadth_first, child_nodes, dotted, tail
+from torch_preflight.core.names import DISPLAYS, ImportMap, breadth_first, child_nodes, dotted, tail
 from torch_preflight.core.source import SourceText, Span
 
 
@@ -908,6 +908,8 @@ class _Builder:
 
     def expr(self, node: ast.AST) -> None:
         """Emit events for the calls inside an expression, innermost first."""
+        if type(node) in DISPLAYS and self.display(node):
+            return
         if isinstance(node, ast.Lambda):
             self.lambda_(node)
             return
@@ -922,6 +924,11 @@ class _Builder:
                 self.expr(child.value)
         if isinstance(node, ast.Call):
             self.call(node)
+
+    def display(self, node: ast.AST) -> bool:
+        """Whether a list, tuple, set or dict display's events were emitted another way (`expr`):
+        core/incremental.py's builder reads a long one element by element."""
+        return False
 
     def call(self, node: ast.Call) -> None:
         callee, receiver, method = self.callee(node)
