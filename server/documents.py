@@ -80,9 +80,10 @@ class Document:
     project: Project | None = None  # the server's: the user's other modules, open buffers over files on disk
     memory_dependencies: tuple[Dependency, ...] = ()  # the other files the last memory reports read
     converted: dict[int, Any] = field(default_factory=dict)  # the last publication's protocol items (server.lsp_diagnostics)
-    # wall seconds the whole-module rules may take: what they took in the last analysis that ran them, or half of the
-    # estimate before when that is more (one cheap analysis, a bracket the repair dropped, does not hide an expensive kind)
+    # wall seconds the whole-module rules may take: the most they took in the last `RECENT` analyses that ran them
+    # (cheap ones, brackets the repair dropped again, do not hide that the next keystroke may recompute the shape facts)
     whole_s: float | None = None
+    _recent: list[float] = field(default_factory=list, repr=False, compare=False)
     _whole_started: float | None = field(default=None, repr=False, compare=False)
     _started: float = field(default=0.0, repr=False, compare=False)  # when the running analysis began
     EARLY_AFTER_S: ClassVar[float] = 0.02  # see `_worth_publishing`
@@ -198,9 +199,12 @@ class Document:
         self.primed = True
         return statement_starts(module), None
 
+    RECENT = 8
+
     def record_whole(self, took: float) -> None:
         """Update `whole_s` with what the whole-module rules took this time."""
-        self.whole_s = took if self.whole_s is None else max(took, self.whole_s / 2)
+        self._recent = [*self._recent[1 - self.RECENT :], took]
+        self.whole_s = max(self._recent)
 
     def _worth_publishing(self, source: SourceText, elapsed: float) -> bool:
         """Whether an interim publication is worth its traffic: when the complete result would

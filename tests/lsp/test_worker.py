@@ -141,16 +141,15 @@ def test_the_interim_is_published_when_the_complete_result_would_come_late(lines
 
 
 def test_one_cheap_analysis_does_not_hide_that_the_whole_module_rules_may_take_long() -> None:
-    """The estimate halves at each analysis that ran them faster: after 35 ms then 1 ms (a bracket
-    that the repair dropped again re-checks little), a keystroke that re-checks them again is still
-    expected to take long, and its cheap rules are published first; after a run of cheap ones, not."""
+    """The estimate is the most of the last `RECENT` analyses: after 35 ms then cheap ones (brackets
+    that the repair dropped again re-check little), a keystroke that re-checks the shape facts again
+    is still expected to take long, and its cheap rules are published first; after `RECENT` cheap ones, not."""
     doc = Document(URI, "x = 1\n", 1)
     doc.record_whole(0.035)
-    doc.record_whole(0.001)
-    assert doc.whole_s == pytest.approx(0.0175)
-    assert doc._worth_publishing(doc.source, 0.005)
-    for _ in range(4):
+    for _ in range(Document.RECENT - 1):
         doc.record_whole(0.001)
+        assert doc.whole_s == 0.035 and doc._worth_publishing(doc.source, 0.005)
+    doc.record_whole(0.001)
     assert not doc._worth_publishing(doc.source, 0.005)
 
 
