@@ -25,10 +25,11 @@ import copy
 import functools
 import io
 import itertools
+import keyword
 import re
 import tokenize
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -326,15 +327,19 @@ class IncrementalBuilder:
         old, new = old_text.split("\n"), text.split("\n")
         first, tail = _line_diff(old, new)
         index = next((i for i, ((a, b), _, _) in enumerate(units) if a <= first < b), len(units) - 1)
-        (a, b), _, parsed = units[index]
+        (a, b), old_code, parsed = units[index]
         last = len(old) - tail  # the edited lines of the valid text are [first, last)
         if last > b:
             return None
         delta = len(new) - len(old)
         before = [chunk[0] for chunk, _, _ in units[:index]]
-        after = _starts_after_unit(old, new, first, last, a, b, [chunk[0] for chunk, _, _ in units[index + 1 :]])
+        later = units[index + 1 :]
+        after = _starts_after_unit(old, new, first, last, a, b, [chunk[0] for chunk, _, _ in later])
         if after is not None:
             return [*before, a, *after]
+        chain = _Chain(new, later, delta)
+        if later and not delta and chain.starts(0) and _settled_edit(old, new, first, last, a, b) is not None and _display_reaches(new, a, b, (old_code, parsed), later[0][0][0]):
+            return [*before, a, *(chunk[0] for chunk, _, _ in later)]
         top, col, cands = a, 0, [(chunk[0] + delta, 0, 0) for chunk, _, _ in units[index + 1 :]]  # (line, column, header row)
         header: list[str] = []
         block: Any = parsed.body[0] if len(parsed.body) == 1 and type(parsed.body[0]) in _BLOCK_HEADERS and not parsed.body[0].col_offset else None
@@ -364,7 +369,8 @@ class IncrementalBuilder:
             top, col, indent = inner, inner_col, inner_indent
             bottom = members[member + 1][0] if member + 1 < len(members) else bottom
             block = stmt if type(stmt) in _BLOCK_HEADERS else None
-        found = _resynchronised(new, top, header, col, cands)
+        offset = len(cands) - len(later)  # the top-level candidates are the last
+        found = _resynchronised(new, top, header, col, cands, lambda index: index >= offset and chain.starts(index - offset))
         if found is None:
             return None
         inside, resumed = found
@@ -479,7 +485,9 @@ _RESYNC_CHARS = 50_000
 _STATEMENT_START = re.compile(r"(?!(?:else|elif|except|finally)\b)[^\s#\\]")  # cannot continue the statement before
 
 
-def _resynchronised(lines: list[str], top: int, header: list[str], col: int, cands: list[tuple[int, int, int]]) -> tuple[list[int], list[int]] | None:
+def _resynchronised(
+    lines: list[str], top: int, header: list[str], col: int, cands: list[tuple[int, int, int]], chained: Callable[[int], bool] | None = None
+) -> tuple[list[int], list[int]] | None:
     """parso's top-level statements of a text (`lines`) from line `top`, where a statement of
     the block `header` stands in for (the whole module when empty) starts at column `col`, the
     tokenizer and the parser being where a fresh parse of `header` leaves them: the first lines
@@ -490,8 +498,11 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
     where the valid text had it (`_token_resyncs`: after a NEWLINE token or at a keyword of
     `_BREAKS`); the parse of the part up to it says whether the parser is too
     (`_starts_statement`), and a part that fails is followed by one at least twice as long.
-    None (parso's diff parser decides) when no candidate within `_RESYNC_CHARS` characters of
-    `top` resynchronises."""
+    `chained`: whether parso reads the statements from a candidate (by index) as the valid
+    text's once its parser starts one of the module there (`_Chain`): such a candidate may also
+    be one where the tokenizer is still inside a bracket, at an identifier with no block open,
+    where the parse shows a statement of the module starting. None (parso's diff
+    parser decides) when no candidate within `_RESYNC_CHARS` characters of `top` resynchronises."""
     if top >= len(lines) or not _STATEMENT_START.match(lines[top], col):
         return None
     grammar = parso_grammar()
@@ -503,7 +514,7 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
     rows = [*header, *lines[top:limit]]
     near = [(line - shift + 1, column) for line, column, _ in cands if line < limit]
     need = 0  # the next part parsed ends at or after this line: twice the last that failed
-    for index in itertools.chain(_token_resyncs(rows, grammar.version_info, near), [len(cands)] if limit == len(lines) else []):
+    for index in itertools.chain(_token_resyncs(rows, grammar.version_info, near, chained), [len(cands)] if limit == len(lines) else []):
         end = cands[index][0] + 1 if index < len(cands) else len(lines)
         if end < need and index < len(cands):  # the end of the text is always worth its parse
             continue
@@ -513,34 +524,40 @@ def _resynchronised(lines: list[str], top: int, header: list[str], col: int, can
             return children, []
         line, column, row = cands[index]
         position = (line - shift + 1, column)
-        if _starts_statement(module, position, row):
+        if _starts_statement(module, position, row) or (chained is not None and chained(index) and any(child.start_pos == position for child in module.children)):
             return [c for c, child in zip(children, module.children, strict=False) if child.start_pos < position], [c[0] for c in cands[index:] if not c[2]]
         need = top + 2 * (end - top)
     return None
 
 
-def _token_resyncs(rows: list[str], version: Any, positions: list[tuple[int, int]]) -> Iterator[int]:
+def _token_resyncs(rows: list[str], version: Any, positions: list[tuple[int, int]], chained: Callable[[int], bool] | None = None) -> Iterator[int]:
     """The indices of `positions` (1-based row, column; in order) at which a token of `rows`
     starts right after a NEWLINE token (INDENT and DEDENT between them) or is a keyword of
     `_BREAKS`: where parso's tokenizer has no bracket or string open, as after that statement's
-    start in the valid text. The text is tokenized only as far as the candidates asked."""
+    start in the valid text; and those `chained` takes (see `_resynchronised`) where a name starts
+    with every INDENT token before it closed by a DEDENT. The text is tokenized only as far as the
+    candidates asked."""
     from parso.python.token import PythonTokenTypes
     from parso.python.tokenize import tokenize
 
     if not positions:
         return
     skip = (PythonTokenTypes.INDENT, PythonTokenTypes.DEDENT, PythonTokenTypes.ERROR_DEDENT)
-    at, after_newline = 0, False
+    at, after_newline, depth = 0, False, 0
     for token in tokenize("\n".join(rows), version_info=version):
         while at < len(positions) and positions[at] < token.start_pos:
             at += 1  # no token starts there: inside a string, or past its line's end
         if at == len(positions):
             return
-        if positions[at] == token.start_pos and (after_newline or token.string in _BREAKS):
+        if positions[at] == token.start_pos and (
+            after_newline or token.string in _BREAKS or (not depth and token.type is PythonTokenTypes.NAME and chained is not None and chained(at))
+        ):
             yield at
             at += 1
         if token.type not in skip:
             after_newline = token.type is PythonTokenTypes.NEWLINE
+        else:
+            depth += (token.type is PythonTokenTypes.INDENT) - (token.type is PythonTokenTypes.DEDENT)
 
 
 # Keywords at which parso's tokenizer closes every bracket and f-string still open and dedents to
@@ -571,6 +588,25 @@ def _starts_after_unit(old: list[str], new: list[str], first: int, last: int, a:
     reads the rest as in the valid text (no `@` between the edit and it, which a broken line
     could turn into a decorator of a `def` or `class`). None when that is not so."""
     delta = len(new) - len(old)
+    row = _settled_edit(old, new, first, last, a, b)
+    if row is None:
+        return None
+    if any(text[:1] not in _TOKEN_FREE for text in new[row + 1 : b + delta]) or (row > a and new[row][:1] not in _TOKEN_FREE):
+        return None
+    if not later:
+        return []
+    following = later[0] + delta
+    if not _BREAK_LINE.match(new[following]) or any("@" in text for text in new[row:following]):
+        return None
+    return [start + delta for start in later]
+
+
+def _settled_edit(old: list[str], new: list[str], first: int, last: int, a: int, b: int) -> int | None:
+    """The line (of the valid text `old`) where an edit of lines `first`..`last` of the statement
+    on lines `a`..`b` begins, when it leaves strings and comments where they were: it neither
+    types nor deletes a quote, `#`, backslash or `@`, is not inside a string or comment, and
+    does not begin at the statement's first character. None otherwise."""
+    delta = len(new) - len(old)
     old_seg, new_seg = "\n".join(old[first:last]), "\n".join(new[first : last + delta])
     p = 0
     limit = min(len(old_seg), len(new_seg))
@@ -591,15 +627,189 @@ def _starts_after_unit(old: list[str], new: list[str], first: int, last: int, a:
     unit = "\n".join(old[a:b])
     if ('"""' in unit or "'''" in unit or "\\\n" in unit) and row - a in _string_lines(unit):
         return None
-    if any(text[:1] not in _TOKEN_FREE for text in new[row + 1 : b + delta]) or (row > a and new[row][:1] not in _TOKEN_FREE):
-        return None
-    if not later:
-        return []
-    following = later[0] + delta
-    if not _BREAK_LINE.match(new[following]) or any("@" in text for text in new[row:following]):
-        return None
-    return [start + delta for start in later]
+    return row
 
+
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
+_NAME_LINE = re.compile(r"([^\W\d]\w*)(?!['\"])")  # an identifier at a line's start (no string prefix)
+_LAST_WORD = re.compile(r"\w+$")
+# An element that is an `expr` of Python's grammar (no comparison, `not`, `and`, `lambda`, `await`, ...): wherever the
+# parser takes a number, a name, a string, a bracket and a unary operator, it takes all of it and nothing after it.
+_PLAIN_ELEMENTS = (
+    ast.Constant, ast.Name, ast.Attribute, ast.Subscript, ast.Call, ast.Tuple, ast.List, ast.Set, ast.Dict,
+    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.BinOp,
+)
+
+
+def _plain(node: ast.AST | None) -> bool:
+    return isinstance(node, _PLAIN_ELEMENTS) or (isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not))
+
+
+def _ends_expression(start: int, code: str, parsed: _Parsed) -> bool:
+    """Whether a top-level statement (its text `code` from line `start`, parsed alone) is one
+    simple statement whose last token ends an expression (a closing bracket, a string, a name or
+    number that is no keyword) with nothing but comments after it: no grammar rule takes an
+    identifier after it, and no suite is open, so parso's error recovery starts a statement of
+    the module at an identifier that follows it without a NEWLINE token."""
+    if len(parsed.body) != 1 or type(parsed.body[0]) not in _SIMPLE:
+        return False
+    stmt = parsed.body[0]
+    lines = code.split("\n")
+    row = (stmt.end_lineno or 0) - 1 - start
+    if not 0 <= row < len(lines):
+        return False
+    line, end = lines[row], stmt.end_col_offset or 0
+    head = line[:end] if line.isascii() else line.encode()[:end].decode(errors="replace")
+    if any(rest.strip() and not rest.lstrip().startswith("#") for rest in (line[len(head) :], *lines[row + 1 :])):
+        return False  # a `;`, a backslash
+    if head[-1:] in (")", "]", "}", "'", '"'):
+        return True
+    word = _LAST_WORD.search(head)
+    return word is not None and (word.group() in ("None", "True", "False") or not keyword.iskeyword(word.group()))
+
+
+def _name_line(line: str) -> bool:
+    """Whether a line starts at column 0 with an identifier that is no keyword (nor a string's prefix)."""
+    match = _NAME_LINE.match(line)
+    return match is not None and not keyword.iskeyword(match.group(1))
+
+
+class _Chain:
+    """Whether parso's statements from a later statement of the valid text (`units`: those after
+    a broken one, moved by `delta` lines in the broken text `lines`) are theirs when its parser
+    reaches that one at the module's level with a bracket left open before it (no NEWLINE token
+    until a keyword of `_BREAKS` closes it), that one starting with an identifier. Each
+    statement from there is one simple statement whose brackets balance, so its tokens are the
+    valid text's less the NEWLINE and parse as there, and the next starts with an identifier
+    that cannot continue it (`_ends_expression`): parso's error recovery, no suite being open,
+    starts a statement of the module there; or the next starts with a keyword of `_BREAKS` at
+    column 0 (`_BREAK_LINE`), where the tokenizer closes the bracket and the text from there
+    reads as in the valid text. Answers are kept: what holds from one statement holds from
+    each before it on the way."""
+
+    def __init__(self, lines: list[str], units: list[tuple[Chunk, str, _Parsed]], delta: int) -> None:
+        self.lines, self.units, self.delta = lines, units, delta
+        self._holds: dict[int, bool] = {}
+
+    def starts(self, index: int) -> bool:
+        """Whether it holds from `units[index]`, and from the one before (a statement that a name
+        could continue may well have: no parse is spent to find out)."""
+        return _name_line(self.lines[self.units[index][0][0] + self.delta]) and self._from(index - 1 if index else 0)
+
+    def _from(self, index: int) -> bool:
+        units, path, at = self.units, [], index
+        while at not in self._holds:
+            if at + 1 == len(units):
+                self._holds[at] = True
+                break
+            (start, _), code, parsed = units[at]
+            following = self.lines[units[at + 1][0][0] + self.delta]
+            if _BREAK_LINE.match(following):
+                self._holds[at] = len(parsed.body) == 1 and type(parsed.body[0]) in _SIMPLE
+                break
+            if not _name_line(following) or not _ends_expression(start, code, parsed):
+                self._holds[at] = False
+                break
+            path.append(at)
+            at += 1
+        for on in path:
+            self._holds[on] = self._holds[at]
+        return self._holds[at]
+
+
+def _display_reaches(new: list[str], a: int, b: int, before: tuple[str, _Parsed], following: int) -> bool:
+    """Whether parso's parser, reading the broken statement on lines `a`..`b` of the text `new`
+    (one long display, `_display`: a generated table of thousands of lines, whose edit since its
+    last version that parsed, `before`, stays in one member's lines, `_known_display`), reaches
+    line `following` (the next statement's, starting with an identifier) at the module's level
+    with no block open, so that a statement of the module starts there, found without parsing
+    the whole table. The parse reads the statement's first lines, the members from the one
+    before the edited one to two after it, the last member and the closing lines, then that
+    line. The members left out before read as in the valid text: each holds whole elements
+    and their commas, after which the parser is back in the same state. Those left out after
+    are shown to read alike: the parser's stack is the same after the second member after the
+    edit as after the first, no error was recovered from and no NEWLINE, INDENT or DEDENT token
+    came between (the tokenizer is inside a bracket), the state takes every start of an
+    expression, and each element left out is an `expr` (`_PLAIN_ELEMENTS`; of a dict, its key,
+    and no `**`), which the parser reads whole from that state and returns to it after its
+    comma. No line of the statement but its first can start a chunk (`chunk_lines`)."""
+    code = "\n".join(new[a:b]) + "\n"  # as a statement's text (a later one follows)
+    split = _display(code)
+    if split is None:
+        return False
+    close, members, lines, col = split
+    known = _known_display(a, code, before, close, members, col)
+    if known is None:
+        return False
+    edited, stmt, _, _ = known
+    inside = _string_lines(code)
+    if any(line[:1] not in _TOKEN_FREE and i not in inside for i, line in enumerate(lines[1:], 1)):
+        return False
+    k, n = members.index(edited), len(members)
+    keep = sorted({i for i in (k - 1, k, k + 1, k + 2, n - 1) if 0 <= i < n})
+    gap = n - 1 > k + 3  # members k + 3 .. n - 2 left out
+    if gap:
+        found = _display_node(stmt, a, col, a + close)
+        if found is None:
+            return False
+        display, lo, hi = found[1], a + members[k + 3][0], a + members[n - 2][1]
+        firsts = zip(display.keys, display.values, strict=True) if isinstance(display, ast.Dict) else ((e, e) for e in display.elts)  # type: ignore[attr-defined]
+        if any(lo <= value.lineno - 1 < hi and not _plain(first) for first, value in firsts):
+            return False  # (a `**` entry has no key)
+    rows = lines[: members[0][0]]
+    at: dict[int, int] = {}
+    for i in keep:
+        at[i] = len(rows) + 1  # 1-based, as parso's positions
+        rows = [*rows, *lines[members[i][0] : members[i][1]]]
+    rows = [*rows, *lines[close:], new[following]]
+    target = (len(rows), 0)
+    return _parse_reaches(rows, [at[k + 2], at[n - 1]] if gap else [], target)
+
+
+def _parse_reaches(rows: list[str], marks: list[int], target: tuple[int, int]) -> bool:
+    """For `_display_reaches`: parse `rows` with parso's parser, reading its state at the first
+    token of each of the two `marks` rows; whether the state is the same at both (as there
+    described), and a statement of the module starts at `target` with no block open."""
+    from parso.python.parser import Parser
+    from parso.python.token import PythonTokenTypes as T
+    from parso.python.tokenize import tokenize_lines
+    from parso.utils import split_lines
+
+    grammar = parso_grammar()
+    pgen = grammar._pgen_grammar
+    parser = Parser(pgen, error_recovery=True)
+    errors = 0
+    recover = parser.error_recovery
+
+    def counted(token: Any) -> None:
+        nonlocal errors
+        errors += 1
+        recover(token)
+
+    parser.error_recovery = counted  # type: ignore[method-assign]
+    seen: list[tuple[tuple[Any, ...], int, int]] = []  # (the stack's DFA states, errors, layout tokens) at each mark
+    layout, depth, reached = 0, 0, False
+
+    def tokens() -> Iterator[Any]:
+        nonlocal layout, depth, reached
+        for token in tokenize_lines(split_lines("\n".join(rows) + "\n", keepends=True), version_info=grammar.version_info):
+            while len(seen) < len(marks) and token.start_pos[0] >= marks[len(seen)]:
+                seen.append((tuple(node.dfa for node in parser.stack), errors, layout))
+            if token.type in (T.NEWLINE, T.INDENT, T.DEDENT, T.ERROR_DEDENT):
+                layout += 1
+                depth += (token.type is T.INDENT) - (token.type is T.DEDENT)
+            elif token.start_pos == target:
+                reached = depth == 0
+            yield token
+
+    module = parser.parse(tokens())
+    if marks:
+        if len(seen) < 2 or seen[0][1:] != seen[1][1:] or len(seen[0][0]) != len(seen[1][0]) or any(x is not y for x, y in zip(*(s[0] for s in seen), strict=True)):
+            return False
+        starts = [T.NAME, T.NUMBER, T.STRING, T.FSTRING_START, *(pgen.reserved_syntax_strings[s] for s in ("(", "[", "{", "-", "+", "~", "None", "True", "False", "..."))]
+        if not all(start in seen[0][0][-1].transitions for start in starts):
+            return False
+    return reached and any(child.start_pos == target for child in module.children)
 
 
 def _starts_statement(module: Any, position: tuple[int, int], row: int) -> bool:

@@ -1361,30 +1361,44 @@ def test_a_broken_keystroke_parses_only_the_edited_part(monkeypatch: pytest.Monk
         assert max(sizes, default=0) < 20 < text.count("\n")  # none at all when no parse is needed (`_starts_after_unit`)
 
 
+_CALLS = "".join(f"x{i} = CallFunction(aten.view, x{i - 1}, Ignored(), _users={i})\n" for i in range(300))
+_TUPLES = "".join(f"x{i} = x{i - 1}, {i},\n" for i in range(300))  # each ends with a comma: a name may continue it
+
+
 @pytest.mark.parametrize(
-    ("tail", "resyncs"),
+    ("statements", "tail", "whole", "resyncs"),
     [
-        ("", False),  # nothing closes the bracket: every statement to the end of the text is parso's error recovery's
-        ("\ndef after():\n    return 1\n", True),  # `def` closes it (parso's tokenizer), far below the edit
+        (_CALLS, "", False, False),  # nothing closes the bracket: parso's error recovery starts each statement after
+        (_CALLS, "\ndef after():\n    return 1\n", False, True),  # `def` closes it (parso's tokenizer), far below the edit
+        (_TUPLES, "", True, False),
+        (_TUPLES, "\ndef after():\n    return 1\n", True, True),
     ],
+    ids=["calls", "calls before a def", "commas", "commas before a def"],
 )
-def test_a_bracket_left_open_over_many_statements_parses_the_rest_once(monkeypatch: pytest.MonkeyPatch, tail: str, resyncs: bool) -> None:
+def test_a_bracket_left_open_over_many_statements(monkeypatch: pytest.MonkeyPatch, statements: str, tail: str, whole: bool, resyncs: bool) -> None:
     """A `(` typed at the end of the first of 300 one-line statements (a generated table, a
     pattern file) leaves parso's tokenizer inside the bracket to the end of the text or to the
-    next `def`: parso parses the edited part once (no window grown statement by statement), the
-    diff parser is not asked, and the statements are those of a full parse."""
-    text = "import torch\n\n" + "".join(f"x{i} = CallFunction(aten.view, x{i - 1}, Ignored(), _users={i})\n" for i in range(300)) + tail
+    next `def`. Where each statement ends with a bracket, parso's error recovery starts a
+    statement at the identifier that begins the next (`_Chain`): a few lines are parsed. Where
+    each ends with a comma, the edited part is parsed once, to the end of the text or the
+    `def` (no window grown statement by statement). The diff parser is not asked, and the
+    statements are those of a full parse."""
+    text = "import torch\n\n" + statements + tail
     builder = _built(text)
     offset = text.index("\nx1 = ")
     broken = text[:offset] + "(" + text[offset:]
     expected = chunk_lines(SourceText(broken), parse_statements_starts(broken))
-    calls: list[bool] = []
+    calls: list[tuple[bool, int]] = []
     grammar = incremental.parso_grammar()
     real = grammar.parse
-    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: calls.append(bool(k.get("diff_cache"))) or real(code, *a, **k))
+    monkeypatch.setattr(grammar, "parse", lambda code, *a, **k: calls.append((bool(k.get("diff_cache")), code.count("\n"))) or real(code, *a, **k))
     known = builder.starts_after_broken_edit(SourceText(broken))
     assert known is not None and chunk_lines(SourceText(broken), known) == expected
-    assert calls == [False]
+    assert not any(diff for diff, _ in calls)
+    if whole:
+        assert len(calls) == 1 and calls[0][1] >= 300
+    else:
+        assert 0 < len(calls) <= 3 and max(size for _, size in calls) < 10
     assert (known[-1] == broken.count("\n") - 2) is resyncs  # `def after()` starts a statement of its own
 
 
@@ -1581,3 +1595,94 @@ def test_a_display_element_parsed_alone_is_what_the_whole_statement_parses_into(
         assert whole is None, new
     elif got is not None:
         assert whole is not None and [ast.dump(n, include_attributes=True) for n in got.body] == [ast.dump(n, include_attributes=True) for n in whole]
+
+
+# Members of long displays (one line each, `{i}` its number) and the displays that hold them, for
+# `_display_reaches`: `expr` elements it may leave unparsed, and others it must not.
+_MEMBERS = {
+    "list": ['("a{i}", ("b{i}", X, Y)),', "x{i},", "-{i},", "f(x{i}).y[{i}],", "{i}, {i} + 1,", "lambda: {i},", "a{i} < b,", "*x{i},", "x{i} if c else y,", "[v for v in r{i}],", "not x{i},"],
+    "dict": ["'k{i}': [{i}, f({i})],", "x{i}: -{i},", "({i}, 1): lambda: {i},", "**d{i},", "k{i} if c else j: {i},"],
+}
+_OPENERS = {"list": [("L = [", "]"), ("M = collections.OrderedDict([", "])"), ("T = (", ")"), ("S = {", "}")], "dict": [("D = {", "}"), ("D = dict({", "})")]}
+_AFTER = [
+    "Y = f(x)", "Y = x", "Y = 1", "Y = 'two'", "Y = None", "Y = x,", "Y: int", "Y += [1]", "raise", "print(x); z = 1", "from m import n",
+    "import m", "def f():\n    return 1", "@dec\ndef g():\n    pass", "if c:\n    z = 1", '"""doc"""', "match = 1", "Y = [\n    1,\n]", "Y = yield",
+    "async def h():\n    pass", "class C:\n    pass", "Y = a if b else c", "Y = lambda: x", "Y = x  # note", "Y = 2.", "Y = ...",
+]
+_TYPED = ["(", "[", "{", ")", "]", "}", ",", ":", "=", "x", "lambda ", "if ", "not ", "*", "**", " ", "1", "(x", "= (", "for ", "\n", "\n)"]
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> tuple[str, int, str]:
+    kind = draw(st.sampled_from(sorted(_MEMBERS)))
+    opener, closer = draw(st.sampled_from(_OPENERS[kind]))
+    plain = _MEMBERS[kind][:3] if kind == "list" else _MEMBERS[kind][:2]
+    mixed = draw(st.booleans())  # else `expr` elements only
+    members = [draw(st.sampled_from(_MEMBERS[kind] if mixed and draw(st.booleans()) else plain)) for _ in range(draw(st.integers(4, 40)))]
+    after = [*(["Y0 = f(x)"] if draw(st.booleans()) else []), *draw(st.lists(st.sampled_from(_AFTER), max_size=5))]
+    text = "import torch\n\n" + opener + "\n" + "".join(f"    {m.format(i=i)}\n" for i, m in enumerate(members)) + closer + "\n" + "".join(f"{s}\n" for s in after)
+    return text, 3 + draw(st.integers(0, len(members) - 1)), draw(st.sampled_from(_TYPED))
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_tables(), st.floats(0, 1))
+@example(("import torch\n\nM = collections.OrderedDict([\n" + "".join(f'    ("a{i}", ("b{i}", X, Y)),\n' for i in range(20)) + "])\nY = f(x)\nY = 1\n", 6, "("), 1.0)
+def test_statements_after_a_key_typed_into_a_table_are_parsos(table: tuple[str, int, str], col: float) -> None:
+    """A key typed into a member of a long display followed by other statements: whenever
+    `starts_after_broken_edit` answers (from a few members of the table, `_display_reaches`, or a
+    parse of the table and the statements after it, `_Chain`), the statements are parso's."""
+    text, row, key = table
+    lines = text.split("\n")
+    offset = sum(len(s) + 1 for s in lines[:row]) + int(col * len(lines[row]))
+    broken = text[:offset] + key + text[offset:]
+    known = _built(text).starts_after_broken_edit(SourceText(broken))
+    if known is not None:
+        assert chunk_lines(SourceText(broken), known) == chunk_lines(SourceText(broken), parse_statements_starts(broken)), broken
+
+
+_SIMPLE_STATEMENTS = [
+    "x{i} = f(x{i})", "x{i} = x", "x{i} = {i}", "x{i} = 's'", "x{i} = None", "x{i} = a, {i},", "x{i}: int", "x{i} += [{i}]", "print(x{i}); z = 1",
+    "x{i} = (\n    {i},\n)", "x{i} = a if b else c", "x{i} = lambda: {i}", "x{i} = yield", "x{i} = not y", "x{i} = ...", "x{i} = 2.",
+]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from([*_SIMPLE_STATEMENTS, *_AFTER]), min_size=2, max_size=30),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.sampled_from(_TYPED),
+)
+def test_statements_after_a_bracket_left_open_among_simple_statements_are_parsos(statements: list[str], at: float, col: float, key: str) -> None:
+    """A key typed into one of many top-level statements, most of them simple ones that begin
+    with a name (a pattern file, a module of constants): whenever `starts_after_broken_edit`
+    answers (`_resynchronised` with `_Chain`: a statement of the module parso's error recovery
+    starts inside a bracket), the statements are parso's."""
+    text = "import torch\n" + "".join(f"{s.format(i=i)}\n" for i, s in enumerate(statements))
+    lines = text.split("\n")
+    row = 1 + int(at * (len(lines) - 2))
+    offset = sum(len(s) + 1 for s in lines[:row]) + int(col * len(lines[row]))
+    broken = text[:offset] + key + text[offset:]
+    known = _built(text).starts_after_broken_edit(SourceText(broken))
+    if known is not None:
+        assert chunk_lines(SourceText(broken), known) == chunk_lines(SourceText(broken), parse_statements_starts(broken)), broken
+
+
+def test_a_broken_keystroke_deep_in_a_table_before_other_tables_parses_a_few_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `(` typed at the end of a line deep in a 2,000-member table followed by other tables
+    (torch's cuda_to_hip_mappings.py): parso's tokenizer stays inside the bracket to the end of
+    the text, yet the statements come from a parse of ten lines (`_display_reaches`), and are
+    parso's."""
+    table = "".join(f'    ("cuda{i}", ("hip{i}", CONV_TYPE, API_RUNTIME)),\n' for i in range(2000))
+    text = "import collections\n\nMAP = collections.OrderedDict([\n" + table + "])\n\nOTHER = collections.OrderedDict([\n" + table + "])\n\nLAST = [x for x in OTHER]\n"
+    builder = _built(text)
+    rows: list[int] = []
+    grammar = incremental.parso_grammar()
+    real, reaches = grammar.parse, incremental._parse_reaches
+    monkeypatch.setattr(grammar, "parse", lambda *a, **k: rows.append(-1) or real(*a, **k))
+    monkeypatch.setattr(incremental, "_parse_reaches", lambda r, *a: rows.append(len(r)) or reaches(r, *a))
+    offset = text.index('\n    ("cuda1200"')
+    broken = text[:offset] + "(" + text[offset:]
+    known = builder.starts_after_broken_edit(SourceText(broken))
+    assert rows == [10]
+    assert known is not None and chunk_lines(SourceText(broken), known) == chunk_lines(SourceText(broken), parse_statements_starts(broken))
