@@ -190,6 +190,12 @@ def _absorb(target: Any, module: Scope, piece: _Part) -> None:
     target.classes.update(piece.classes)
     target.fits.extend(piece.fits)
 
+# The key of a callable in a model's `__dict__` that a long provenance search calls now and then
+# (`def_info`): the language server's check that the version is still the latest, which raises
+# to abandon the search (torch_preflight/scoped.py sets it for the whole-module rules).
+CHECKPOINT = "_tpf_checkpoint"
+
+
 class DataFlow:
     """Provenance facts for one module; build once per model with `DataFlow.of(model)`."""
 
@@ -203,6 +209,7 @@ class DataFlow:
         self._info: dict[tuple[int, str, int | None], Info] = {}
         self._def_info: dict[int, Info] = {}
         self._busy: set[int] = set()
+        self._asked = 0  # `def_info` calls, for `CHECKPOINT`
         self._resolved: dict[int, tuple[ast.Call, str | None]] = {}  # resolve_call, by node (the entry keeps it alive)
         self._taints: dict[tuple[int, str], tuple[ast.Call, str | None]] = {}  # taint_kind, asked by several rules for the same calls
         self._local: dict[tuple[str, str], Scope | None] = {}  # local_function
@@ -711,6 +718,11 @@ class DataFlow:
         cached = self._def_info.get(id(d))
         if cached is not None:
             return cached
+        self._asked += 1
+        if not self._asked & 63:
+            checkpoint = self.model.__dict__.get(CHECKPOINT)
+            if checkpoint is not None:
+                checkpoint()  # may raise: nothing of this search is kept yet (each memo entry is written once complete)
         if id(d) in self._busy or _depth > 12:
             return EMPTY
         self._busy.add(id(d))

@@ -28,5 +28,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--tcp needs HOST:PORT, e.g. 127.0.0.1:2087")
         server.start_tcp(host or "127.0.0.1", int(port))
     else:
-        server.start_io()
+        from .stdio import serve
+
+        serve(server)
     return 0

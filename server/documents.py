@@ -26,6 +26,7 @@ from torch_preflight.core.incremental import IncrementalBuilder, chunk_lines, pa
 from torch_preflight.core.memory import MemoryReport
 from torch_preflight.core.notebook import cell_edit, from_cells, ipython_lines, join, neutralize
 from torch_preflight.core.project import Dependency, Project
+from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import SourceText, Span
 
 from torch_preflight.analyze import Result, analyze
@@ -41,6 +42,11 @@ CELL_SCHEME = "vscode-notebook-cell"  # a notebook cell sent as a plain text doc
 
 class Stale(Exception):
     """A newer version of the document arrived: the analysis of this one was abandoned."""
+
+
+class Paused(Stale):
+    """A request (inlay hints, hover) waits for the worker: this version's whole-module rules were
+    set aside for it, their interim result published; the caller runs the analysis again after it."""
 
 
 def uri_to_path(uri: str) -> str:
@@ -86,6 +92,7 @@ class Document:
     _recent: list[float] = field(default_factory=list, repr=False, compare=False)
     _whole_started: float | None = field(default=None, repr=False, compare=False)
     _started: float = field(default=0.0, repr=False, compare=False)  # when the running analysis began
+    built: tuple[str, ModuleModel] | None = field(default=None, repr=False, compare=False)  # the last analysis's text and model, finished or not
     EARLY_AFTER_S: ClassVar[float] = 0.02  # see `_worth_publishing`
     EARLY_LINES: ClassVar[int] = 500
     busy: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)  # analysis caches in use
@@ -122,18 +129,30 @@ class Document:
         with self._text_lock:
             return self.version, self.text, self.source
 
-    def analysis(self, config: Config, stale: Callable[[], bool] | None = None, early: Callable[[Result], None] | None = None) -> Result:
+    def analysis(
+        self, config: Config, stale: Callable[[], bool] | None = None, early: Callable[[Result], None] | None = None, pause: Callable[[], bool] | None = None
+    ) -> Result:
         """The analysis of the current text, reusing every unchanged top-level statement.
-        `stale()` is asked once the model is built and again before the whole-module rules:
-        when true the analysis is abandoned (`Stale`), leaving the caches consistent for the
-        next version. `early` receives an interim result before the whole-module rules run
-        (`_interim`); the result returned completes it."""
+        `stale()` is asked once the model is built and again before and during the whole-module
+        rules: when true the analysis is abandoned (`Stale`), leaving the caches consistent for
+        the next version. `early` receives an interim result before the whole-module rules run
+        (`_interim`); the result returned completes it. `pause()` is asked with `stale` during
+        the whole-module rules: when true they are set aside (`Paused`)."""
         with self.busy:
             version, text, source = self.snapshot()
             key = (version, text, config)
             if self.result is not None and self.result_key == key and all(self.unchanged(d) for d in self.result.dependencies):
                 return self.result  # same text, and the other project files it read are unchanged
-            return self._replace(key, self._analyze(config, text, source, stale, early))
+            return self._replace(key, self._analyze(config, text, source, stale, early, pause))
+
+    def current_model(self, config: Config) -> ModuleModel | None:
+        """The model of the current text: the last analysis's, finished or set aside for a request
+        (`Paused`), else that of a new analysis."""
+        with self.busy:
+            built = self.built
+            if built is not None and built[0] == self.snapshot()[1]:
+                return built[1]
+            return self.analysis(config).model
 
     def _replace(self, key: tuple[Any, ...], result: Result) -> Result:
         old, self.result = self.result, result
@@ -215,15 +234,18 @@ class Document:
             return len(source.line_starts) >= self.EARLY_LINES
         return elapsed + self.whole_s >= self.EARLY_AFTER_S
 
-    def _abandon_if(self, stale: Callable[[], bool] | None) -> Callable[[], None] | None:
-        """What `ScopedChecker.check` calls before each whole-module rule: `Stale` when a newer
-        version arrived, so the worker takes it up without finishing this one's slow rules."""
-        if stale is None:
+    def _abandon_if(self, stale: Callable[[], bool] | None, pause: Callable[[], bool] | None = None) -> Callable[[], None] | None:
+        """What `ScopedChecker.check` calls before and during each whole-module rule: `Stale` when
+        a newer version arrived, so the worker takes it up without finishing this one's slow
+        rules; `Paused` when `pause()` says a request waits for the worker."""
+        if stale is None and pause is None:
             return None
 
         def between() -> None:
-            if stale():
+            if stale is not None and stale():
                 raise Stale(self.uri)
+            if pause is not None and pause():
+                raise Paused(self.uri)
 
         return between
 
@@ -253,7 +275,13 @@ class Document:
         return interim
 
     def _analyze(
-        self, config: Config, text: str, source: SourceText, stale: Callable[[], bool] | None, early: Callable[[Result], None] | None = None
+        self,
+        config: Config,
+        text: str,
+        source: SourceText,
+        stale: Callable[[], bool] | None,
+        early: Callable[[Result], None] | None = None,
+        pause: Callable[[], bool] | None = None,
     ) -> Result:
         self._started = time.perf_counter()
         if self.is_cell:
@@ -272,9 +300,12 @@ class Document:
             return analyze(text, self.path, config, project=self.project)
         if stale is not None and stale():
             raise Stale(self.uri)
+        old, self.built = self.built, (text, model)
+        if old is not None and old[1] is not model and (self.result is None or old[1] is not self.result.model):
+            old[1].__dict__.pop("_tpf_dataflow", None)  # an abandoned version's: break the cycle, as `_replace` does
         interim = self._interim(config, stale, early) if early is not None else None
         self._whole_started = None
-        result = self.scoped.check(self.builder, model, config, self.path, self.project, interim, self._abandon_if(stale))
+        result = self.scoped.check(self.builder, model, config, self.path, self.project, interim, self._abandon_if(stale, pause))
         if self._whole_started is not None:
             self.record_whole(time.perf_counter() - self._whole_started)
         result.syntax_errors = list(self.builder.errors)
@@ -298,7 +329,8 @@ class Document:
             # The model of the last analysis, when it is of this very text, spares the
             # estimator a second parse and build of the whole module.
             analysed = self.result if self.result_key is not None and self.result_key[:2] == (version, text) else None
-            model = analysed.model if analysed is not None and not self.is_cell else None
+            model = analysed.model if analysed is not None else self.built[1] if self.built is not None and self.built[0] == text else None
+            model = None if self.is_cell else model
             view = self.project.view() if self.project is not None and not self.is_cell else None
             extra = {"stale": stale} if stale is not None else {}
             try:

@@ -8,9 +8,9 @@ import gc
 import logging
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified
@@ -28,7 +28,7 @@ from torch_preflight.analyze import Result
 
 from . import convert
 from .collector import Collector
-from .documents import Document, Stale, uri_to_path
+from .documents import Document, Paused, Stale, uri_to_path
 from .notebooks import NOTEBOOK_SYNC, Notebooks
 from .settings import SETTINGS_SECTION, Settings, parse_settings
 
@@ -64,6 +64,7 @@ class PreflightServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-preflight-analysis")
         self.settling: set[asyncio.Future[None]] = set()  # `settle` after a pulled report or when idle
         self.pull = False
+        self.requests: set[Future[Any]] = set()  # `off_loop`'s jobs (hints, hover): see `requests_waiting`
         self.collector = Collector()  # automatic collection paused during analyses; sweeps when idle
         self._sweep_timer: asyncio.TimerHandle | None = None
         self.estimator: Callable[..., list[MemoryReport]] | None = estimate_source  # tests swap in a fake
@@ -149,13 +150,17 @@ class PreflightServer(LanguageServer):
 
     # --- diagnostics --------------------------------------------------------------
     def lsp_diagnostics(
-        self, doc: Document, stale: Callable[[], bool] | None = None, early: Callable[[list[types.Diagnostic]], None] | None = None
+        self,
+        doc: Document,
+        stale: Callable[[], bool] | None = None,
+        early: Callable[[list[types.Diagnostic]], None] | None = None,
+        pause: Callable[[], bool] | None = None,
     ) -> list[types.Diagnostic]:
         """The protocol items of the document's analysis. `early`: called on this thread with the
         items of the interim result (`Document.analysis`), before the whole-module rules run."""
         with doc.busy, self.collector.analysis():  # `doc.converted` is this document's too
             interim = (lambda result: early(self._items(doc, result, keep=False))) if early is not None else None
-            return self._items(doc, doc.analysis(self.config_for(doc), stale, interim), keep=True)
+            return self._items(doc, doc.analysis(self.config_for(doc), stale, interim, pause), keep=True)
 
     def _items(self, doc: Document, result: Result, keep: bool) -> list[types.Diagnostic]:
         # A finding an edit elsewhere left alone converts the same way while its lines read the
@@ -183,9 +188,13 @@ class PreflightServer(LanguageServer):
             task.cancel()
         self.pending[doc.uri] = asyncio.ensure_future(self._publish_later(doc.uri, doc.version))
 
-    async def _publish_later(self, uri: str, version: int | None) -> None:
+    async def _publish_later(self, uri: str, version: int | None, pausable: bool = True) -> None:
+        """Analyse the document's `version` on the worker and publish its diagnostics: the local
+        rules' first, then the complete result. When a request waits for the worker meanwhile
+        (`requests_waiting`), the whole-module rules are set aside for it and run again after
+        it, once (`pausable` False then: a stream of requests cannot starve them)."""
         doc = self.docs.get(uri)
-        delay = self.settings_for(doc.path).debounce_ms / 1000 if doc is not None else 0
+        delay = self.settings_for(doc.path).debounce_ms / 1000 if doc is not None and pausable else 0
         if delay:
             await asyncio.sleep(delay)
         if not self.config_ready.is_set():
@@ -203,25 +212,41 @@ class PreflightServer(LanguageServer):
         def early(items: list[types.Diagnostic]) -> None:  # on the worker: the cheap rules' publication, first
             loop.call_soon_threadsafe(publish, items)
 
+        pause = self.requests_waiting if pausable else None
         try:
-            items = await loop.run_in_executor(self.executor, self._diagnostics_unless_stale, doc, stale, early)
+            items = await loop.run_in_executor(self.executor, self._diagnostics_unless_stale, doc, stale, early, pause)
         finally:
             if self.pending.get(uri) is asyncio.current_task():
                 del self.pending[uri]
+        if items is False:  # paused: the request, queued before this, runs first
+            if not stale():
+                self.pending[uri] = asyncio.ensure_future(self._publish_later(uri, version, pausable=False))
+            return
         if items is not None and not stale():
             publish(items)  # after the interim one, if any: `call_soon_threadsafe` ran it before this task resumed
             self.settle_when_idle(doc)
         self.sweep_when_idle()
 
     def _diagnostics_unless_stale(
-        self, doc: Document, stale: Callable[[], bool], early: Callable[[list[types.Diagnostic]], None] | None = None
-    ) -> list[types.Diagnostic] | None:
+        self,
+        doc: Document,
+        stale: Callable[[], bool],
+        early: Callable[[list[types.Diagnostic]], None] | None = None,
+        pause: Callable[[], bool] | None = None,
+    ) -> list[types.Diagnostic] | Literal[False] | None:
+        """The items, None when the version is stale, False when paused (see `_publish_later`)."""
         if stale():
             return None
         try:
-            return self.lsp_diagnostics(doc, stale, early)
+            return self.lsp_diagnostics(doc, stale, early, pause)
+        except Paused:
+            return False
         except Stale:
             return None
+
+    def requests_waiting(self) -> bool:
+        """Whether a request submitted by `off_loop` waits for the worker (asked on the worker)."""
+        return any(not job.running() and not job.done() for job in tuple(self.requests))
 
     def sweep_when_idle(self) -> None:
         """A sweep of the collector (`Collector.sweep`) once no analysis has run or waited for
@@ -386,9 +411,11 @@ class PreflightServer(LanguageServer):
         longer shows, and it asks again."""
         stale = lambda: self.docs.get(doc.uri) is not doc or doc.version != version  # noqa: E731
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self.executor, partial(work, *args, stale=stale))
+            job = self.executor.submit(partial(work, *args, stale=stale))
         except RuntimeError:  # the worker is shut down: the server is exiting
             raise JsonRpcContentModified() from None
+        self.requests = {*(j for j in self.requests if not j.done()), job}  # the whole-module rules of an analysis give way to it
+        result = await asyncio.wrap_future(job)
         if stale():
             raise JsonRpcContentModified()
         return result
@@ -396,10 +423,8 @@ class PreflightServer(LanguageServer):
     def hover(self, doc: Document, pos: types.Position, stale: Callable[[], bool] | None = None) -> types.Hover | None:
         source = doc.source
         line = convert.from_lsp_position(source, pos, self.encoding).line
-        result = doc.analysis(self.config_for(doc))
-        class_lines = {}
-        if result.model is not None:
-            class_lines = {c.span.start.line: c.name for c in result.model.classes.values()}
+        model = doc.current_model(self.config_for(doc))
+        class_lines = {c.span.start.line: c.name for c in model.classes.values()} if model is not None else {}
         for report in self.reports(doc, stale):
             layer = next((x for x in report.layers if x.line == line and x.file is None), None)
             if layer is not None or line == report.model_line or class_lines.get(line) == report.model:

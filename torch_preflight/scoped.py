@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from torch_preflight.core.config import Config
-from torch_preflight.core.dataflow import piece_nodes
+from torch_preflight.core.dataflow import CHECKPOINT, piece_nodes
 from torch_preflight.core.diagnostics import Diagnostic, Edit, Fix, Related
 from torch_preflight.core.incremental import IncrementalBuilder
 from torch_preflight.core.members import (
@@ -52,7 +52,7 @@ from torch_preflight.core.project import Dependency, Project
 from torch_preflight.core.semantic import ModuleModel
 from torch_preflight.core.source import Position, SourceText, Span
 from torch_preflight.core.training import TrainingModel
-from torch_preflight.rules.base import Context
+from torch_preflight.rules.base import Context, Rule
 
 from .analyze import Result, _memory, _shapes, certain, enabled_rules, runnable
 
@@ -384,14 +384,34 @@ class ScopedChecker:
         if shared is not None:
             if any(r.code == "TPF501" for r in whole):
                 shared.shapes = self._shape_facts(builder, units, model, config, path)
-            for rule in whole:
-                if between is not None:
-                    between()
-                diagnostics.extend(rule.check(shared))
+            self._whole_rules(whole, shared, diagnostics, between)
             if "training" in shared.__dict__:
                 self._training = shared.training
         deps.update(view.used)
         return _result(diagnostics, model, builder, path, deps)
+
+    @staticmethod
+    def _whole_rules(rules: list[Rule], ctx: Context, diagnostics: list[Diagnostic], between: Callable[[], None] | None) -> None:
+        """Run the whole-module rules. `between` is called before each, and inside the long
+        provenance searches of the data-flow facts (`dataflow.CHECKPOINT`), so a newer version
+        need not wait for one to end; when it raises there, the model's data-flow facts, which
+        may hold part of that search, are dropped (built again if this model is checked again)."""
+        if between is None:
+            for rule in rules:
+                diagnostics.extend(rule.check(ctx))
+            return
+        model = ctx.model
+        model.__dict__[CHECKPOINT] = between
+        try:
+            for rule in rules:
+                between()
+                try:
+                    diagnostics.extend(rule.check(ctx))
+                except BaseException:
+                    model.__dict__.pop("_tpf_dataflow", None)
+                    raise
+        finally:
+            model.__dict__.pop(CHECKPOINT, None)
 
     def _shape_facts(self, builder: IncrementalBuilder, units: list[_Unit], model: ModuleModel, config: Config, path: str) -> tuple[ShapeMismatch, ...]:
         """`analyze._shapes`, reused while `_shape_key` is unchanged."""

@@ -226,8 +226,8 @@ def test_a_newer_edit_during_the_whole_module_rules_abandons_the_rest_of_them(mo
         doc = server.docs[URI] = Document(URI, STAGED, 1, project=server.project)
         abandon_if = doc._abandon_if
 
-        def typing_on(stale: Any) -> Any:  # the user types while version 2's first whole-module rule runs
-            between = abandon_if(stale)
+        def typing_on(stale: Any, pause: Any = None) -> Any:  # the user types while version 2's first whole-module rule runs
+            between = abandon_if(stale, pause)
 
             def check() -> None:
                 asked.append(doc.version or 0)
@@ -325,3 +325,92 @@ def test_hints_and_hover_run_off_the_event_loop_and_a_change_meanwhile_answers_c
     asyncio.run(run())
     assert threads[0].startswith("torch-preflight-analysis")
     server.executor.shutdown()
+
+
+def test_a_request_waiting_for_the_worker_sets_the_whole_module_rules_aside_until_it_is_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inlay hints asked while version 1's whole-module rules run (as an editor asks as a file
+    opens): the rules give way, the hints are answered, then the rules run again (once: another
+    request does not set them aside a second time) and the complete result is published."""
+    monkeypatch.setattr(Document, "EARLY_LINES", 0)
+    monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
+    events: list[str] = []
+
+    async def scenario() -> Server:
+        server = Server()
+        doc = server.docs[URI] = Document(URI, STAGED, 1, project=server.project)
+        abandon_if = doc._abandon_if
+        loop = asyncio.get_running_loop()
+        asked: list[asyncio.Future[str]] = []
+
+        def asking(stale: Any, pause: Any = None) -> Any:
+            between = abandon_if(stale, pause)
+
+            def check() -> None:
+                if len(asked) < 2:  # a request arrives during the first whole-module rule of each run
+                    ready = threading.Event()
+                    # the request's task submits its job when it first runs: the loop's next callback comes after
+                    loop.call_soon_threadsafe(lambda: asked.append(asyncio.ensure_future(server.off_loop(doc, 1, answer))) or loop.call_soon(ready.set))
+                    ready.wait()
+                events.append("rule")
+                between()
+
+            return check
+
+        def answer(stale: Any) -> str:
+            events.append("request")
+            return "hints"
+
+        doc._abandon_if = asking  # type: ignore[method-assign]
+        await server._publish_later(URI, 1)
+        while URI in server.pending:  # the run after the request
+            await server.pending[URI]
+        assert [await request for request in asked] == ["hints", "hints"]
+        server.executor.shutdown()
+        return server
+
+    server = asyncio.run(scenario())
+    assert events[:3] == ["rule", "request", "rule"]  # set aside at once; the run after the request is not set aside for the second
+    assert events.count("request") == 2 and events[-1] == "request"
+    assert [p.version for p in server.published] == [1, 1, 1]  # the interim, the interim again, the complete result
+    doc = server.docs[URI]
+    full = analyze(doc.text, doc.path, Config())
+    assert [(d.code, d.range.start.line) for d in server.published[-1].diagnostics] == [(d.code, d.span.start.line) for d in full.diagnostics]
+    assert doc.result is not None and doc.result_key is not None and doc.result_key[0] == 1
+
+
+LEAK = (
+    "import numpy as np\nfrom sklearn.model_selection import train_test_split\nfrom sklearn.preprocessing import StandardScaler\n\n"
+    'X = np.load("x.npy")\ny = np.load("y.npy")\nv0 = X.shape[0]\n'
+    + "".join(f"v{i} = v{i - 1} + 1\n" for i in range(1, 200))
+    + "scaler = StandardScaler().fit(X)\nX_train, X_test, y_train, y_test = train_test_split(scaler.transform(X), y)\n"
+)
+
+
+def test_a_long_provenance_search_gives_way_to_a_newer_version_and_is_done_again_afresh() -> None:
+    """TPF201's search through every definition's provenance asks whether the version is still
+    the latest now and then (`dataflow.CHECKPOINT`), not only between rules: a newer version
+    stops it mid-way. The model's data-flow facts, which hold part of that search, are dropped,
+    and an analysis of the same text finds what a fresh one does."""
+    import inspect
+
+    from torch_preflight.core.dataflow import CHECKPOINT
+
+    doc = Document(URI, LEAK, 1)
+    config = Config()
+    inside: list[str] = []
+
+    def stale() -> bool:  # a newer version arrived while the provenance search runs
+        caller = inspect.currentframe().f_back.f_back  # type: ignore[union-attr]
+        inside.append(caller.f_code.co_name if caller is not None else "")
+        return inside[-1] == "def_info"
+
+    with pytest.raises(Stale):
+        doc.analysis(config, stale=stale)
+    assert "def_info" in inside
+    assert doc.built is not None and doc.result is None
+    model = doc.built[1]
+    assert CHECKPOINT not in model.__dict__ and "_tpf_dataflow" not in model.__dict__
+    got = doc.analysis(config)
+    full = analyze(LEAK, doc.path, config)
+    assert "TPF201" in {d.code for d in full.diagnostics}
+    assert [(d.code, d.span) for d in got.diagnostics] == [(d.code, d.span) for d in full.diagnostics]
