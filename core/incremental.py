@@ -338,7 +338,8 @@ class IncrementalBuilder:
         if after is not None:
             return [*before, a, *after]
         chain = _Chain(new, later, delta)
-        if later and not delta and chain.starts(0) and _settled_edit(old, new, first, last, a, b) is not None and _display_reaches(new, a, b, (old_code, parsed), later[0][0][0]):
+        table = later and not delta and new[a].rstrip().endswith(("(", "[", "{"))  # a long display's first line (`_display_members`)
+        if table and chain.starts(0) and _settled_edit(old, new, first, last, a, b) is not None and _display_reaches(new, a, b, (old_code, parsed), later[0][0][0]):
             return [*before, a, *(chunk[0] for chunk, _, _ in later)]
         top, col, cands = a, 0, [(chunk[0] + delta, 0, 0) for chunk, _, _ in units[index + 1 :]]  # (line, column, header row)
         header: list[str] = []
@@ -682,10 +683,10 @@ class _Chain:
     statement from there is one simple statement whose brackets balance, so its tokens are the
     valid text's less the NEWLINE and parse as there, and the next starts with an identifier
     that cannot continue it (`_ends_expression`): parso's error recovery, no suite being open,
-    starts a statement of the module there; or the next starts with a keyword of `_BREAKS` at
-    column 0 (`_BREAK_LINE`), where the tokenizer closes the bracket and the text from there
-    reads as in the valid text. Answers are kept: what holds from one statement holds from
-    each before it on the way."""
+    starts a statement of the module there; the last is one simple statement too, or the next
+    starts with a keyword of `_BREAKS` at column 0 (`_BREAK_LINE`), where the tokenizer closes
+    the bracket and the text from there reads as in the valid text. Answers are kept: what holds
+    from one statement holds from each before it on the way."""
 
     def __init__(self, lines: list[str], units: list[tuple[Chunk, str, _Parsed]], delta: int) -> None:
         self.lines, self.units, self.delta = lines, units, delta
@@ -699,13 +700,11 @@ class _Chain:
     def _from(self, index: int) -> bool:
         units, path, at = self.units, [], index
         while at not in self._holds:
-            if at + 1 == len(units):
-                self._holds[at] = True
-                break
             (start, _), code, parsed = units[at]
-            following = self.lines[units[at + 1][0][0] + self.delta]
-            if _BREAK_LINE.match(following):
-                self._holds[at] = len(parsed.body) == 1 and type(parsed.body[0]) in _SIMPLE
+            simple = len(parsed.body) == 1 and type(parsed.body[0]) in _SIMPLE  # no `match` block, whose clauses parso reads otherwise
+            following = self.lines[units[at + 1][0][0] + self.delta] if at + 1 < len(units) else None
+            if following is None or _BREAK_LINE.match(following):
+                self._holds[at] = simple
                 break
             if not _name_line(following) or not _ends_expression(start, code, parsed):
                 self._holds[at] = False

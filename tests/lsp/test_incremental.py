@@ -1608,6 +1608,8 @@ _AFTER = [
     "Y = f(x)", "Y = x", "Y = 1", "Y = 'two'", "Y = None", "Y = x,", "Y: int", "Y += [1]", "raise", "print(x); z = 1", "from m import n",
     "import m", "def f():\n    return 1", "@dec\ndef g():\n    pass", "if c:\n    z = 1", '"""doc"""', "match = 1", "Y = [\n    1,\n]", "Y = yield",
     "async def h():\n    pass", "class C:\n    pass", "Y = a if b else c", "Y = lambda: x", "Y = x  # note", "Y = 2.", "Y = ...",
+    "if c:\n    z = 1\n    w = 2\nelse:\n    v = 3", "for i in r:\n    a = 1\n    b = 2\nelse:\n    pass",
+    "match x:\n    case 1:\n        a = 1\n        b = 2\n    case _:\n        pass",
 ]
 _TYPED = ["(", "[", "{", ")", "]", "}", ",", ":", "=", "x", "lambda ", "if ", "not ", "*", "**", " ", "1", "(x", "= (", "for ", "\n", "\n)"]
 
