@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import sys
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,13 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     # What the imports built (lsprotocol's thousand classes, the rule tables) lives as long as the
     # process: keep the collector from scanning it again during the first analyses.
     gc.freeze()
+    from .stdio import SWITCH_INTERVAL_S, serve
+
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         if not port.isdigit():
             parser.error("--tcp needs HOST:PORT, e.g. 127.0.0.1:2087")
+        sys.setswitchinterval(SWITCH_INTERVAL_S)  # the event loop reads the socket itself; see server/stdio.py
         server.start_tcp(host or "127.0.0.1", int(port))
     else:
-        from .stdio import serve
-
         serve(server)
     return 0

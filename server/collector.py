@@ -37,25 +37,33 @@ class Collector:
         self.sweeps = 0  # (for tests)
 
     @contextlib.contextmanager
-    def analysis(self) -> Iterator[None]:
+    def analysis(self, abandoned: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
         """Automatic collection paused while the body runs; then the young generation
-        collected and the survivors frozen (or a sweep, when `SWEEP_AFTER` is reached)."""
+        collected and the survivors frozen (or a sweep, when `SWEEP_AFTER` is reached). A body
+        that raises one of `abandoned` (a newer version, a request waiting) only freezes: what
+        waits for the worker does not wait for that collection too (35 ms after a 9,000-line
+        file's first analysis), and the next sweep frees that analysis's cycles."""
         with self._lock:
             if self._depth == 0:
                 self._resume = gc.isenabled()
                 gc.disable()
             self._depth += 1
+        quick = False
         try:
             yield
+        except abandoned:
+            quick = True
+            raise
         finally:
             with self._lock:
                 self._depth -= 1
                 if self._depth == 0:
                     self.owed += 1
-                    if self.owed >= self.SWEEP_AFTER:
+                    if self.owed >= self.SWEEP_AFTER and not quick:
                         self._sweep()
                     else:
-                        gc.collect(0)
+                        if not quick:
+                            gc.collect(0)
                         gc.freeze()
                     if self._resume:
                         gc.enable()

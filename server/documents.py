@@ -340,9 +340,23 @@ class Document:
                 log.exception("estimator failed for %s", self.uri)
             if stale is not None and stale():
                 return []
+        self.reports_key = None  # `known_reports`, on the event loop, finds no key while the rest changes
+        if estimator is not None:
             self.memory_dependencies = tuple(view.used.values()) if view is not None else ()
-        self.reports, self.reports_key = reports, key
+        self.reports = reports
+        self.reports_key = key
         return reports
+
+    def known_reports(self, config: Config) -> list[MemoryReport] | None:
+        """The memory reports of the current text when the last estimate was of it (and the files
+        it read are unchanged), else None; read on the event loop while the worker may write them
+        (`_memory` writes the key last, after clearing it)."""
+        key = self.reports_key
+        reports, dependencies = self.reports, self.memory_dependencies
+        version, text, _ = self.snapshot()
+        if key is None or self.reports_key is not key or key != (version, text, config) or reports is None:
+            return None
+        return reports if all(self.unchanged(d) for d in dependencies) else None
 
     def close(self) -> None:
         from parso.cache import parser_cache

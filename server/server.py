@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcContentModified
+from pygls.exceptions import JsonRpcContentModified, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 from torch_preflight.core.config import Config
 from torch_preflight.core.diagnostics import Applicability, Diagnostic, apply_fixes
@@ -71,9 +71,20 @@ class PreflightServer(LanguageServer):
         self.project = Project()  # the user's other modules, shared by all documents; open buffers override the disk
         self.folder_settings: dict[str, Settings] = {}  # workspace folder path -> its settings (multi-root)
 
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls' default shows the error to the user; an error in sending data (the client's pipe
+        closed as it exits, a write after the writer closed) would fail to send that message in
+        turn, and pygls reports that failure again, without end (the server spun in that
+        recursion after `exit` while a publication was still scheduled): only logged."""
+        if source is JsonRpcInternalError:
+            log.error("could not send to the client: %s", error)
+            return
+        super().report_server_error(error, source)
+
     # --- capabilities -------------------------------------------------------------
     def _caps(self) -> types.ClientCapabilities:
-        return self.client_capabilities
+        caps = getattr(self.protocol, "client_capabilities", None)  # none before `initialize`
+        return caps if isinstance(caps, types.ClientCapabilities) else types.ClientCapabilities()
 
     @property
     def encoding(self) -> str:
@@ -158,7 +169,7 @@ class PreflightServer(LanguageServer):
     ) -> list[types.Diagnostic]:
         """The protocol items of the document's analysis. `early`: called on this thread with the
         items of the interim result (`Document.analysis`), before the whole-module rules run."""
-        with doc.busy, self.collector.analysis():  # `doc.converted` is this document's too
+        with doc.busy, self.collector.analysis(abandoned=(Stale,)):  # `doc.converted` is this document's too
             interim = (lambda result: early(self._items(doc, result, keep=False))) if early is not None else None
             return self._items(doc, doc.analysis(self.config_for(doc), stale, interim, pause), keep=True)
 
@@ -211,6 +222,8 @@ class PreflightServer(LanguageServer):
 
         def early(items: list[types.Diagnostic]) -> None:  # on the worker: the cheap rules' publication, first
             loop.call_soon_threadsafe(publish, items)
+            if self.early_estimate(doc):
+                self.reports(doc, stale)
 
         pause = self.requests_waiting if pausable else None
         try:
@@ -243,6 +256,14 @@ class PreflightServer(LanguageServer):
             return False
         except Stale:
             return None
+
+    def early_estimate(self, doc: Document) -> bool:
+        """Whether to estimate the memory of a document whose first analysis just published its
+        cheap rules' findings, before its whole-module rules: a client that shows inlay hints
+        asks for them as the file opens, and would wait for those rules (and the collection at
+        the end of that first analysis) otherwise."""
+        td = self._caps().text_document
+        return doc.reports_key is None and doc.built is not None and td is not None and td.inlay_hint is not None and not doc.is_cell and self.settings_for(doc.path).inlay_hints
 
     def requests_waiting(self) -> bool:
         """Whether a request submitted by `off_loop` waits for the worker (asked on the worker)."""
@@ -528,7 +549,9 @@ def create_server() -> PreflightServer:
             return ls.notebooks.inlay_hints(params) or []
         version, _, source = doc.snapshot()
         rng = convert.from_lsp_range(source, params.range, ls.encoding)
-        reports = await ls.off_loop(doc, version, ls.reports, doc)
+        reports = doc.known_reports(ls.config_for(doc))  # estimated already (`early_estimate`): no wait for the worker
+        if reports is None:
+            reports = await ls.off_loop(doc, version, ls.reports, doc)
         return convert.inlay_hints(reports, source, rng, ls.encoding)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)

@@ -87,7 +87,10 @@ async def drive(cmd: list[str], uri: str, text: str, keys: list[Keystroke], hint
     await client.start_io(cmd[0], *cmd[1:])
     caps = types.ClientCapabilities(
         workspace=types.WorkspaceClientCapabilities(configuration=True),
-        text_document=types.TextDocumentClientCapabilities(publish_diagnostics=types.PublishDiagnosticsClientCapabilities(version_support=True)),
+        text_document=types.TextDocumentClientCapabilities(
+            publish_diagnostics=types.PublishDiagnosticsClientCapabilities(version_support=True),
+            inlay_hint=types.InlayHintClientCapabilities(),  # it asks for them, as an editor that shows them says
+        ),
     )
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter()

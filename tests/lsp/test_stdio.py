@@ -40,3 +40,28 @@ def test_the_reader_gives_pygls_headers_and_bodies_and_nothing_at_the_end() -> N
         return got
 
     assert asyncio.run(scenario()) == [b"Content-Length: 36\r\n", b"\r\n", b'{"jsonrpc": "2.0", "method": "exit"}', b"Content-Length: 99\r\n", b"\r\n", b"", b""]
+
+
+def test_a_write_that_fails_is_logged_not_reported_back_through_the_same_pipe(caplog: pytest.LogCaptureFixture) -> None:
+    """A publication scheduled when the client exits finds stdout closed: pygls reports the
+    failed write with a message to the client, which fails in turn, without end. The server
+    logs it once."""
+    from lsprotocol import types
+    from torch_preflight.server.server import PreflightServer
+
+    class Closed:
+        writes = 0
+
+        def write(self, data: bytes) -> None:
+            Closed.writes += 1
+            raise ValueError("I/O operation on closed file")
+
+        def close(self) -> None:
+            pass
+
+    server = PreflightServer()
+    server.protocol.set_writer(Closed())
+    server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri="file:///tmp/x.py", diagnostics=[], version=1))
+    assert Closed.writes == 1
+    assert any("could not send to the client" in r.getMessage() for r in caplog.records)
+    server.executor.shutdown()

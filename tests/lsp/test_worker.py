@@ -414,3 +414,42 @@ def test_a_long_provenance_search_gives_way_to_a_newer_version_and_is_done_again
     full = analyze(LEAK, doc.path, config)
     assert "TPF201" in {d.code for d in full.diagnostics}
     assert [(d.code, d.span) for d in got.diagnostics] == [(d.code, d.span) for d in full.diagnostics]
+
+
+def test_a_client_that_shows_inlay_hints_gets_them_estimated_before_the_whole_module_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a file opens, an editor that shows inlay hints asks for them at once: the first
+    analysis estimates the memory right after publishing the cheap rules' findings, before the
+    whole-module rules, and the request is answered from that estimate without the worker
+    (`Document.known_reports`); a client without inlay hints gets no estimate it did not ask for."""
+    from torch_preflight import scoped
+
+    monkeypatch.setattr(Document, "EARLY_LINES", 0)
+    monkeypatch.setattr(Document, "EARLY_AFTER_S", 0.0)
+    order: list[str] = []
+    whole = scoped.ScopedChecker._whole_rules
+    monkeypatch.setattr(scoped.ScopedChecker, "_whole_rules", staticmethod(lambda *a: order.append("rules") or whole(*a)))
+
+    def opened(hints: bool) -> Server:
+        async def scenario() -> Server:
+            server = Server()
+            caps = types.TextDocumentClientCapabilities(inlay_hint=types.InlayHintClientCapabilities() if hints else None)
+            server.protocol.client_capabilities = types.ClientCapabilities(text_document=caps)
+            estimator = server.estimator
+            server.estimator = lambda *a, **k: order.append("estimate") or estimator(*a, **k)  # type: ignore[misc]
+            server.docs[URI] = Document(URI, MODEL, 1, project=server.project)
+            await server._publish_later(URI, 1)
+            server.executor.shutdown()
+            return server
+
+        return asyncio.run(scenario())
+
+    server = opened(hints=True)
+    assert order == ["estimate", "rules"]
+    doc = server.docs[URI]
+    reports = doc.known_reports(server.config_for(doc))
+    assert reports is not None and [r.model for r in reports] == ["Net"]
+    type_at_end(doc, "x = 1\n", 2)
+    assert doc.known_reports(server.config_for(doc)) is None  # of another text
+    order.clear()
+    opened(hints=False)
+    assert order == ["rules"]
