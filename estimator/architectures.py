@@ -27,8 +27,10 @@ def source(module: str) -> str:
     return (resources.files("torch_preflight.estimator") / "sources" / name).read_text(encoding="utf-8") if name else ""
 
 
+@functools.lru_cache(maxsize=4096)
 def library_source(qualified: str) -> tuple[str, str] | None:
-    """(library module, name) when the catalog holds `qualified` (`torchvision.models.resnet50`), else None."""
+    """(library module, name) when the catalog holds `qualified` (`torchvision.models.resnet50`), else None (asked of
+    every call a script makes into a library: torch's `lowering.py` asks 4,330 times of a few hundred names)."""
     module, _, name = qualified.rpartition(".")
     module = ALIASES.get(module, module)
     text = source(module)
