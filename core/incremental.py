@@ -762,7 +762,10 @@ def _display_reaches(new: list[str], a: int, b: int, before: tuple[str, _Parsed]
         rows = [*rows, *lines[members[i][0] : members[i][1]]]
     rows = [*rows, *lines[close:], new[following]]
     target = (len(rows), 0)
-    return _parse_reaches(rows, [at[k + 2], at[n - 1]] if gap else [], target)
+    try:
+        return _parse_reaches(rows, [at[k + 2], at[n - 1]] if gap else [], target)
+    except (AttributeError, KeyError, TypeError):  # parso's parser internals as of 0.8: another version decides by a parse
+        return False
 
 
 def _parse_reaches(rows: list[str], marks: list[int], target: tuple[int, int]) -> bool:
