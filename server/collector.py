@@ -10,7 +10,8 @@ cycles an analysis leaves (parso's nodes, closures, some events), a few thousand
 So an analysis runs with automatic collection paused; at its end the young generation (what
 this analysis allocated and still tracks) is collected once, which frees this analysis's own
 cycles, and what survives is frozen (`gc.freeze`): no later automatic collection scans it
-again (an abandoned analysis only freezes it: what waits for the worker comes first). A cycle among older, frozen objects is found only by a sweep (`gc.unfreeze`, a full
+again (an abandoned analysis only freezes it: what waits for the worker comes first). A
+cycle among older, frozen objects is found only by a sweep (`gc.unfreeze`, a full
 collection, `gc.freeze`), which the server runs when the documents have been idle for
 `IDLE_S`, and an analysis runs itself after `SWEEP_AFTER` analyses without one, so memory
 stays bounded while someone types without a pause.

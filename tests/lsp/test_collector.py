@@ -97,3 +97,25 @@ def test_the_server_sweeps_once_no_analysis_is_pending() -> None:
     assert server.collector.sweeps == 1 and server.collector.owed == 0
     server.executor.shutdown()
     gc.unfreeze()
+
+
+def test_an_abandoned_analysis_only_freezes_its_young_generation() -> None:
+    """An analysis stopped for a newer version or a waiting request does not collect (the request
+    would wait for it): its cycles are frozen with the rest and freed by the next sweep."""
+    collector = Collector()
+    gc.enable()
+    try:
+        with collector.analysis(abandoned=(KeyError,)):
+            garbage = cycle()
+            raise KeyError("a newer version")
+    except KeyError:
+        pass
+    assert gc.isenabled() and collector.owed == 1
+    assert garbage() is not None  # frozen, not collected
+    with collector.analysis(abandoned=(KeyError,)):
+        freed = cycle()
+    assert freed() is None  # a finished analysis collects its young generation
+    gc.unfreeze()
+    gc.collect()
+    assert garbage() is None
+    gc.freeze()
